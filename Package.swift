@@ -1,0 +1,128 @@
+// swift-tools-version:6.1
+//
+// exponea-authd: one Bloomreach stream JWT per app group, held by a systemd service for every app of the
+// group on a Linux device.
+//
+// Targets, with dependencies pointing one way (top depends on bottom):
+//
+//   exponea-authd (exe)   authctl (exe)
+//          |                  |
+//      AuthDaemon        ExponeaAuth (library apps link)
+//        /     \              |
+//   AuthStore  Systemd        |
+//        \       |            |
+//       AuthCore (pure rules: no I/O, no clock of its own)
+//                |
+//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd)
+
+import PackageDescription
+
+let package = Package(
+    name: "exponea-authd",
+    products: [
+        .executable(name: "exponea-authd", targets: ["exponea-authd"]),
+        .executable(name: "authctl", targets: ["authctl"]),
+        .library(name: "ExponeaAuth", targets: ["ExponeaAuth"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        // MARK: libsystemd
+
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .target(
+            name: "CSystemdShim",
+            dependencies: ["CSystemd"]
+        ),
+        .target(
+            name: "Systemd",
+            dependencies: [
+                "CSystemd",
+                "CSystemdShim",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: The product's own modules
+
+        .target(name: "AuthCore"),
+        .target(
+            name: "AuthStore",
+            dependencies: [
+                "AuthCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(
+            name: "AuthDaemon",
+            dependencies: [
+                "AuthCore",
+                "AuthStore",
+                "Systemd",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "ExponeaAuth",
+            dependencies: ["AuthCore"]
+        ),
+        .executableTarget(
+            name: "exponea-authd",
+            dependencies: [
+                "AuthDaemon",
+                "Systemd",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "authctl",
+            dependencies: [
+                "ExponeaAuth",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // MARK: Tests
+
+        .target(
+            name: "AuthTestKit",
+            dependencies: [
+                "AuthCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/AuthTestKit"
+        ),
+        .executableTarget(
+            name: "authd-store-writer",
+            dependencies: ["AuthCore", "AuthStore"],
+            path: "Tests/authd-store-writer"
+        ),
+        .testTarget(
+            name: "AuthCoreTests",
+            dependencies: ["AuthCore", "AuthTestKit"]
+        ),
+        .testTarget(
+            name: "AuthStoreTests",
+            dependencies: ["AuthCore", "AuthStore", "AuthTestKit", "authd-store-writer"]
+        ),
+        .testTarget(
+            name: "SystemdTests",
+            dependencies: ["Systemd", "AuthTestKit"]
+        ),
+        .testTarget(
+            name: "DaemonTests",
+            dependencies: ["AuthTestKit", "exponea-authd", "authctl"]
+        ),
+    ]
+)

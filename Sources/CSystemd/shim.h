@@ -1,0 +1,5 @@
+// The libsystemd headers that the Systemd module wraps. Swift imports only the non-variadic functions.
+#include <sys/uio.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-journal.h>

@@ -1,0 +1,2 @@
+#include "CSystemdShim.h"
+int exauthd_shim_placeholder(void) { return 0; }
