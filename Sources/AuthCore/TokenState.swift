@@ -58,6 +58,11 @@ public struct ExpiryDeadline: Hashable, Sendable {
     /// The wall-clock instant of the change.
     public var date: Date
 
+    public init(state: TokenState, date: Date) {
+        self.state = state
+        self.date = date
+    }
+
     /// The reason the timer reports.
     public var reason: JwtErrorReason { state == .expired ? .expired : .expiredSoon }
 
