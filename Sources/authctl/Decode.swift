@@ -1,0 +1,104 @@
+import ArgumentParser
+import ExponeaAuth
+import Foundation
+
+extension AuthCtl {
+    struct Decode: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the header and claims of a stream JWT read from standard input.",
+            discussion: """
+                Prints the algorithm, key id, expiry (in local time, with the time left), the token's \
+                state and its customer ids. The signature is not checked: the key is the backend's.
+
+                  authctl decode < token.jwt
+                  printf '%s' "$TOKEN" | authctl decode --json
+
+                Exit status: 0 when the token parses (even if it has expired), 1 when it does not.
+                """
+        )
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        func run() throws {
+            if isatty(STDIN_FILENO) == 1 {
+                printError("authctl: reading a token from standard input (end with Ctrl-D)")
+            }
+            let input = FileHandle.standardInput.readData(ofLength: StreamJWT.maximumLength + 2)
+            let text = String(decoding: input, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let jwt: StreamJWT
+            do {
+                jwt = try StreamJWT(parsing: text)
+            } catch {
+                printError("authctl: the token on standard input is not a stream JWT: \(error)")
+                throw AuthCtlExit.failure
+            }
+            let now = Date()
+            print(json ? try Self.json(jwt, now: now) : Self.text(jwt, now: now))
+        }
+
+        static func text(_ jwt: StreamJWT, now: Date) -> String {
+            let expiresAt = jwt.claims.expiresAt
+            let left = expiresAt.timeIntervalSince(now)
+            let relative = left > 0 ? "in \(duration(left))" : "\(duration(-left)) ago"
+            var lines = [
+                "algorithm:    \(jwt.header.algorithm)",
+                "key id:       \(jwt.header.keyID ?? "(none)")",
+                "expires:      \(localTime(expiresAt)) (\(relative))",
+                "state:        \(jwt.state(at: now))",
+                "customer ids:" + (jwt.claims.customerIds.isEmpty ? " (none)" : ""),
+            ]
+            for (key, value) in jwt.claims.customerIds.sorted(by: { $0.key < $1.key }) {
+                lines.append("  \(key) = \(value)")
+            }
+            return lines.joined(separator: "\n")
+        }
+
+        static func json(_ jwt: StreamJWT, now: Date) throws -> String {
+            struct Output: Encodable {
+                var algorithm: String
+                var keyID: String?
+                var expiresAt: Double
+                var secondsLeft: Double
+                var state: TokenState
+                var customerIds: [String: String]
+            }
+            let output = Output(
+                algorithm: jwt.header.algorithm,
+                keyID: jwt.header.keyID,
+                expiresAt: jwt.claims.expiresAt.timeIntervalSince1970,
+                secondsLeft: jwt.claims.expiresAt.timeIntervalSince(now).rounded(.down),
+                state: jwt.state(at: now),
+                customerIds: jwt.claims.customerIds
+            )
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return String(decoding: try encoder.encode(output), as: UTF8.self)
+        }
+
+        /// `2026-11-23 01:02:03 +0100`, in the local time zone.
+        static func localTime(_ date: Date) -> String {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = .current
+            formatter.dateFormat = "yyyy-MM-dd HH:mm:ss Z"
+            return formatter.string(from: date)
+        }
+
+        /// `1d 2h 3m 4s`, leaving out leading zero units.
+        static func duration(_ seconds: TimeInterval) -> String {
+            var rest = Int(seconds.rounded(.down))
+            let units = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)]
+            var parts: [String] = []
+            for (suffix, size) in units where rest >= size || (size == 1 && parts.isEmpty) {
+                parts.append("\(rest / size)\(suffix)")
+                rest %= size
+            }
+            return parts.joined(separator: " ")
+        }
+    }
+}
+
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}

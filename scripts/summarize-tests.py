@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Prints one closing line, 'N passed, N failed[, N skipped]', for a `swift test` log of both XCTest and
+Swift Testing (each framework prints its own summary; this adds them up)."""
+import re
+import sys
+
+text = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1], encoding="utf-8", errors="replace").read())
+lines = text.splitlines()
+
+xctest_run = xctest_failed = xctest_skipped = 0
+executed = [l for l in lines if re.search(r"Executed \d+ tests?, with ", l)]
+if executed:  # the last one is the total for all suites
+    m = re.search(r"Executed (\d+) tests?, with (?:(\d+) tests? skipped and )?(\d+) failures?", executed[-1])
+    xctest_run, xctest_skipped, xctest_failed = int(m[1]), int(m[2] or 0), int(m[3])
+
+# Swift Testing: count test cases of parameterized tests one by one.
+passed = sum(1 for l in lines if re.match(r"^\S+ Test (?!run with )\S.*passed after ", l))
+failed = sum(1 for l in lines if re.match(r"^\S+ Test (?!run with )\S.*failed after ", l))
+skipped = sum(1 for l in lines if re.match(r"^\S+ Test \S.* skipped", l))
+cases = 0
+for l in lines:
+    m = re.match(r"^\S+ Test \S.* with (\d+) test cases? passed after ", l)
+    if m:
+        cases += int(m[1]) - 1
+passed += cases
+
+total_passed = xctest_run - xctest_failed - xctest_skipped + passed
+total_failed = xctest_failed + failed
+total_skipped = xctest_skipped + skipped
+print(f"XCTest: {xctest_run} run, {xctest_failed} failed; Swift Testing: {passed} passed, {failed} failed, {skipped} skipped")
+print(f"{total_passed} passed, {total_failed} failed" + (f", {total_skipped} skipped" if total_skipped else ""))
