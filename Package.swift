@@ -122,7 +122,11 @@ let package = Package(
         ),
         .testTarget(
             name: "DaemonTests",
-            dependencies: ["AuthTestKit", "exponea-authd", "authctl"]
+            dependencies: ["AuthDaemon", "AuthTestKit", "exponea-authd"]
+        ),
+        .testTarget(
+            name: "AuthCtlTests",
+            dependencies: ["AuthTestKit", "authctl"]
         ),
     ]
 )

@@ -1,0 +1,47 @@
+import Foundation
+
+/// Runs an executable to completion with the given standard input, capturing its output.
+public struct ChildProcess {
+    /// What a finished process left behind.
+    public struct Result: Sendable {
+        public var status: Int32
+        public var standardOutput: String
+        public var standardError: String
+    }
+
+    /// Runs `executable` with `arguments`, feeding `input` on standard input.
+    ///
+    /// - Parameter environment: Replaces the environment when given; the parent's is inherited otherwise.
+    public static func run(
+        _ executable: String,
+        _ arguments: [String] = [],
+        input: String = "",
+        environment: [String: String]? = nil
+    ) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let stdin = Pipe()
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
+        nonisolated(unsafe) var errorData = Data()
+        let errorReader = Thread { errorData = stderr.fileHandleForReading.readDataToEndOfFile() }
+        errorReader.start()
+        let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while !errorReader.isFinished { usleep(1000) }
+        return Result(
+            status: process.terminationStatus,
+            standardOutput: String(decoding: outputData, as: UTF8.self),
+            standardError: String(decoding: errorData, as: UTF8.self)
+        )
+    }
+}
