@@ -1,3 +1,17 @@
 #pragma once
-// Placeholder until the sd-bus vtable builder lands.
-int exauthd_shim_placeholder(void);
+// What Swift cannot express of libsystemd: the sd-bus vtable is built from C macros. Only non-variadic
+// declarations here; every symbol is prefixed exauthd_.
+#include <stddef.h>
+#include <systemd/sd-bus.h>
+
+/// One signal of an exported interface. `names` lists the parameter names, each ended by a NUL
+/// ("group\0generation\0"), as SD_BUS_PARAM builds them.
+typedef struct exauthd_bus_signal {
+    const char *member;
+    const char *signature;
+    const char *names;
+} exauthd_bus_signal;
+
+/// Allocates a vtable with the given signals (and no methods or properties); free it with free() after the
+/// object is unregistered. The strings must outlive the vtable. Returns NULL when out of memory.
+sd_bus_vtable *exauthd_bus_vtable_new(const exauthd_bus_signal *signals, size_t count);
