@@ -45,10 +45,17 @@ enum RecordCodec {
     }
 
     static func encode(_ record: TokenRecord, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
+        try encode(record, compactToken: record.token?.compact, key: key)
+    }
+
+    /// Encodes `record` with `compactToken` in place of its token: tests use it to store a token that does not
+    /// parse, which no `TokenRecord` can hold.
+    static func encode(
+        _ record: TokenRecord, compactToken: String?, schema: Int = schemaVersion, key: StoreKey
+    ) throws(TokenStoreError) -> [UInt8] {
         let payload = Payload(
-            schema: schemaVersion, group: record.group.name, token: record.token?.compact,
-            customerIds: record.customerIds, generation: record.generation,
-            changedAt: record.changedAt.timeIntervalSinceReferenceDate)
+            schema: schema, group: record.group.name, token: compactToken, customerIds: record.customerIds,
+            generation: record.generation, changedAt: record.changedAt.timeIntervalSinceReferenceDate)
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
