@@ -100,12 +100,17 @@ let package = Package(
             dependencies: [
                 "AuthCore",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/AuthTestKit"
         ),
         .executableTarget(
             name: "authd-store-writer",
-            dependencies: ["AuthCore", "AuthStore"],
+            dependencies: [
+                "AuthCore",
+                "AuthStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/authd-store-writer"
         ),
         .testTarget(
@@ -114,7 +119,14 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthStoreTests",
-            dependencies: ["AuthCore", "AuthStore", "AuthTestKit", "authd-store-writer"]
+            dependencies: [
+                "AuthCore",
+                "AuthStore",
+                "AuthTestKit",
+                "authd-store-writer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         .testTarget(
             name: "SystemdTests",

@@ -1,1 +1,277 @@
 import AuthCore
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The protected, persistent store of one ``TokenRecord`` per app group (R4).
+///
+/// Layout of the store directory (mode 0700, owned by the daemon's user):
+///
+/// ```
+/// <directory>/<group>.token             the record, AES-256-GCM encrypted (mode 0600)
+/// <directory>/<group>.token.corrupt     a record that could not be read, set aside (".corrupt-<hex>" if taken)
+/// <directory>/.<group>.token.tmp-<hex>  a record being written; removed on open if a crash left it
+/// <directory>/store.key                 the key file, only when no key credential is given (mode 0600)
+/// ```
+///
+/// Every write replaces the record atomically (temp file, `fsync`, `renameat`, `fsync` of the directory), so a
+/// crash at any instant leaves each record either old or new. A record that cannot be read, decrypted or
+/// decoded is renamed aside, logged at warning level, and reported as no record; other groups are not affected.
+///
+/// The API is synchronous and blocking: call it off the event loop. Calls may come from any thread, but calls
+/// for one group must be serialised by the caller (a `load` that quarantines a record must not race a `save`
+/// of the same group). One process owns a store directory: opening it removes temporary files left behind.
+///
+/// ```swift
+/// let key = try StoreKey.resolve(directory: path, environment: ProcessInfo.processInfo.environment,
+///                                logger: logger)
+/// let store = try TokenStore(directory: path, key: key, logger: logger)
+/// try store.save(TokenRecord(group: group, token: jwt, generation: 1, changedAt: .now))
+/// let record = try store.load(group)
+/// ```
+public final class TokenStore: Sendable {
+    /// The largest record file read; a larger one counts as corrupt.
+    public static let maximumRecordSize = 64 * 1024
+    /// The file name suffix of records.
+    static let recordSuffix = ".token"
+    /// The file name suffix of records set aside.
+    static let corruptSuffix = ".corrupt"
+
+    /// The store directory, as given.
+    public let directory: String
+
+    private let directoryDescriptor: CInt
+    private let key: StoreKey
+    private let logger: Logger
+
+    /// Opens the store in `directory`, creating the directory with mode 0700 if it is missing.
+    ///
+    /// Removes temporary files a crash left behind.
+    ///
+    /// - Parameters:
+    ///   - directory: The store directory; its parent must exist.
+    ///   - key: The key records are encrypted with (see ``StoreKey/resolve(directory:environment:credentialName:logger:)``).
+    ///   - logger: Receives warnings about records set aside; never a token, key or customer id.
+    /// - Throws: ``TokenStoreError`` when the directory cannot be created or opened, is not owned by the current
+    ///   user, or group or others can access it (the message says how to fix it).
+    public init(directory: String, key: StoreKey, logger: Logger) throws(TokenStoreError) {
+        self.directory = directory
+        self.key = key
+        self.logger = logger
+        self.directoryDescriptor = try StoreDirectory.open(directory)
+        removeTemporaryFiles()
+    }
+
+    deinit {
+        SystemCalls.close(directoryDescriptor)
+    }
+
+    // MARK: Reading
+
+    /// The record of `group`, or nil when there is none or it was unreadable (it is then set aside and logged).
+    ///
+    /// - Throws: ``TokenStoreError`` only when the store itself cannot be used (for example, out of file
+    ///   descriptors); a damaged record is not an error.
+    public func load(_ group: AppGroup) throws(TokenStoreError) -> TokenRecord? {
+        let name = Self.recordName(group)
+        let bytes: [UInt8]
+        switch readRecordFile(name) {
+        case .missing:
+            return nil
+        case .failed(let error):
+            throw error
+        case .defect(let defect):
+            quarantine(group, name: name, defect: defect)
+            return nil
+        case .bytes(let read):
+            bytes = read
+        }
+        do {
+            return try RecordCodec.decode(bytes, group: group, key: key)
+        } catch {
+            quarantine(group, name: name, defect: error)
+            return nil
+        }
+    }
+
+    /// Every readable record, sorted by group name. Unreadable ones are set aside, logged and left out.
+    ///
+    /// - Throws: ``TokenStoreError`` when the directory cannot be listed.
+    public func loadAll() throws(TokenStoreError) -> [TokenRecord] {
+        var records: [TokenRecord] = []
+        for group in try storedGroups() {
+            if let record = try load(group) { records.append(record) }
+        }
+        return records
+    }
+
+    // MARK: Writing
+
+    /// Stores `record`, replacing the group's previous one atomically and durably.
+    ///
+    /// - Throws: ``TokenStoreError`` naming the system call that failed; the previous record is then intact.
+    public func save(_ record: TokenRecord) throws(TokenStoreError) {
+        let bytes = try RecordCodec.encode(record, key: key)
+        let name = Self.recordName(record.group)
+        let path = self.path(name)
+        let temporary = try TemporaryFile.create(
+            in: directoryDescriptor, prefix: "." + name, what: "token record", path: path)
+        var renamed = false
+        defer {
+            if !renamed { try? SystemCalls.unlinkat(directoryDescriptor, temporary.name) }
+        }
+        try temporary.writeAndClose(bytes, what: "token record", path: path)
+        do {
+            try SystemCalls.renameat(directoryDescriptor, temporary.name, name)
+            renamed = true
+        } catch {
+            throw TokenStoreError("cannot replace the token record \(path)", error)
+        }
+        try syncDirectory(after: "replacing the token record \(path)")
+    }
+
+    /// Deletes the record of `group`, durably. A missing record is fine.
+    ///
+    /// - Throws: ``TokenStoreError`` naming the system call that failed.
+    public func remove(_ group: AppGroup) throws(TokenStoreError) {
+        let name = Self.recordName(group)
+        do {
+            try SystemCalls.unlinkat(directoryDescriptor, name)
+        } catch let failure where failure.errno == .noSuchFileOrDirectory {
+            return
+        } catch {
+            throw TokenStoreError("cannot delete the token record \(path(name))", error)
+        }
+        try syncDirectory(after: "deleting the token record \(path(name))")
+    }
+
+    // MARK: Files
+
+    static func recordName(_ group: AppGroup) -> String { group.name + recordSuffix }
+
+    private func path(_ name: String) -> String { directory + "/" + name }
+
+    private func syncDirectory(after action: String) throws(TokenStoreError) {
+        do {
+            try SystemCalls.fsync(directoryDescriptor)
+        } catch {
+            throw TokenStoreError("cannot flush the token store directory \(directory) to disk after \(action)", error)
+        }
+    }
+
+    /// The groups that have a record file.
+    private func storedGroups() throws(TokenStoreError) -> [AppGroup] {
+        let names: [String]
+        do {
+            names = try SystemCalls.listDirectory(directoryDescriptor)
+        } catch {
+            throw TokenStoreError("cannot list the token store directory \(directory)", error)
+        }
+        return names.compactMap { name -> AppGroup? in
+            guard name.hasSuffix(Self.recordSuffix) else { return nil }
+            return try? AppGroup(String(name.dropLast(Self.recordSuffix.count)))
+        }
+        .sorted()
+    }
+
+    private enum ReadResult {
+        case missing
+        case bytes([UInt8])
+        case defect(RecordDefect)
+        case failed(TokenStoreError)
+    }
+
+    private func readRecordFile(_ name: String) -> ReadResult {
+        let descriptor: CInt
+        do {
+            descriptor = try SystemCalls.openat(directoryDescriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        } catch let failure {
+            switch failure.errno {
+            case .noSuchFileOrDirectory:
+                return .missing
+            case .tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice, .permissionDenied:
+                // A symbolic link (O_NOFOLLOW), or something else that is no record of ours.
+                return .defect(.unreadable(failure))
+            default:
+                return .failed(TokenStoreError("cannot open the token record \(path(name))", failure))
+            }
+        }
+        defer { SystemCalls.close(descriptor) }
+        do {
+            let info = try SystemCalls.fstat(descriptor)
+            guard SystemCalls.isRegularFile(info) else { return .defect(.notRegularFile) }
+            guard info.st_size <= Self.maximumRecordSize else {
+                return .defect(.tooLarge(limit: Self.maximumRecordSize))
+            }
+            guard let bytes = try SystemCalls.readAll(descriptor, limit: Self.maximumRecordSize) else {
+                return .defect(.tooLarge(limit: Self.maximumRecordSize))
+            }
+            return .bytes(bytes)
+        } catch let failure where failure.errno == .ioError {
+            return .defect(.unreadable(failure))
+        } catch {
+            return .failed(TokenStoreError("cannot read the token record \(path(name))", error))
+        }
+    }
+
+    /// Renames the record `name` aside (never over an earlier quarantined file) and logs why.
+    private func quarantine(_ group: AppGroup, name: String, defect: RecordDefect) {
+        var target = name + Self.corruptSuffix
+        var moved = false
+        var failure: SystemCallError?
+        for _ in 0..<8 {
+            do {
+                // link + unlink rather than rename: link never replaces an existing file.
+                try SystemCalls.linkat(directoryDescriptor, name, target)
+                try? SystemCalls.unlinkat(directoryDescriptor, name)
+                moved = true
+                break
+            } catch let error where error.errno == .fileExists {
+                target = name + Self.corruptSuffix + "-" + TemporaryFile.randomSuffix()
+            } catch {
+                failure = error
+                break
+            }
+        }
+        if moved {
+            try? SystemCalls.fsync(directoryDescriptor)
+            logger.warning(
+                "Set aside an unreadable token record; the app group has no token until one is set again",
+                metadata: ["group": "\(group)", "problem": "\(defect)", "movedTo": "\(path(target))"])
+        } else {
+            logger.error(
+                "Found an unreadable token record and could not set it aside; the app group has no token until one is set again",
+                metadata: [
+                    "group": "\(group)", "problem": "\(defect)", "file": "\(path(name))",
+                    "moveFailure": "\(failure.map { "\($0)" } ?? "no free name")",
+                ])
+        }
+    }
+
+    /// Removes temporary files a crash left behind.
+    private func removeTemporaryFiles() {
+        let names: [String]
+        do {
+            names = try SystemCalls.listDirectory(directoryDescriptor)
+        } catch {
+            logger.warning(
+                "Cannot list the token store directory to remove leftover temporary files",
+                metadata: ["directory": "\(directory)", "error": "\(error)"])
+            return
+        }
+        for name in names where TemporaryFile.isTemporary(name) {
+            do {
+                try SystemCalls.unlinkat(directoryDescriptor, name)
+                logger.debug("Removed a temporary file left by an interrupted write", metadata: ["file": "\(name)"])
+            } catch {
+                logger.warning(
+                    "Cannot remove a temporary file left by an interrupted write",
+                    metadata: ["file": "\(path(name))", "error": "\(error)"])
+            }
+        }
+    }
+}

@@ -1,1 +1,81 @@
+// authd-store-writer: saves token records in a tight loop until it is killed, for the crash-safety test.
+//
+//     authd-store-writer <store-directory> [groups]
+//
+// The store key comes from $CREDENTIALS_DIRECTORY/exponea-authd.store-key (as in the daemon). Each round raises a
+// generation counter G and saves, for every group writer-<i>, a record whose every field carries G:
+// generation G, changedAt G seconds after 1970, customer ids {"registered": "writer-G"} and a token whose ids
+// are {"registered": "writer-G", "group": "writer-<i>"}. After a round is saved in full it prints "wrote G".
+// It starts from the highest generation already stored, so several runs keep counting up.
+
+import AuthCore
 import AuthStore
+import Foundation
+import Logging
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("authd-store-writer: \(message)\n".utf8))
+    exit(1)
+}
+
+func base64URL(_ text: String) -> String {
+    Data(text.utf8).base64EncodedString()
+        .replacingOccurrences(of: "+", with: "-")
+        .replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
+}
+
+/// A well-formed (unsigned: the daemon never checks signatures) token for `group` at `generation`.
+func token(group: AppGroup, generation: UInt64) -> StreamJWT {
+    let header = #"{"alg":"HS512","typ":"JWT"}"#
+    let payload = #"{"exp":4000000000,"ids":{"group":"\#(group.name)","registered":"writer-\#(generation)"}}"#
+    do {
+        return try StreamJWT(parsing: base64URL(header) + "." + base64URL(payload) + ".c2lnbmF0dXJl")
+    } catch {
+        fail("built a token that does not parse: \(error)")
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 2 || arguments.count == 3 else { fail("usage: authd-store-writer <store-directory> [groups]") }
+let directory = arguments[1]
+let groupCount = arguments.count == 3 ? Int(arguments[2]) ?? 0 : 4
+guard groupCount > 0 else { fail("groups must be a positive number") }
+
+let logger = Logger(label: "authd-store-writer")
+let store: TokenStore
+let groups: [AppGroup]
+do {
+    let key = try StoreKey.resolve(
+        directory: directory, environment: ProcessInfo.processInfo.environment, logger: logger)
+    store = try TokenStore(directory: directory, key: key, logger: logger)
+    groups = try (0..<groupCount).map { try AppGroup("writer-\($0)") }
+} catch {
+    fail("\(error)")
+}
+
+var generation: UInt64 = 0
+for group in groups {
+    do {
+        if let record = try store.load(group) { generation = max(generation, record.generation) }
+    } catch {
+        fail("\(error)")
+    }
+}
+
+while true {
+    generation += 1
+    for group in groups {
+        let ids = ["registered": "writer-\(generation)"]
+        let record = TokenRecord(
+            group: group, token: token(group: group, generation: generation), customerIds: ids,
+            generation: generation, changedAt: Date(timeIntervalSince1970: Double(generation)))
+        do {
+            try store.save(record)
+        } catch {
+            fail("\(error)")
+        }
+    }
+    // Unbuffered: a line the test reads is a round that is on disk.
+    FileHandle.standardOutput.write(Data("wrote \(generation)\n".utf8))
+}

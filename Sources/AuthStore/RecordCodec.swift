@@ -1,0 +1,164 @@
+import AuthCore
+import Crypto
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The on-disk form of a ``TokenRecord``.
+///
+/// ```
+/// offset  size  field
+///      0     4  magic "XATK"
+///      4     1  format version (1)
+///      5    12  AES-GCM nonce      \
+///     17     n  ciphertext          } the sealed box, swift-crypto's `combined` form
+///   17+n    16  AES-GCM tag        /
+/// ```
+///
+/// Authenticated data: the 5 header bytes followed by the app group name (UTF-8), so a record copied to
+/// another group's file name, or given another header, does not open. The plaintext is JSON:
+///
+/// ```
+/// {"schema": 1, "group": "<name>", "token": "<compact JWT>" | null, "customerIds": {...},
+///  "generation": <UInt64>, "changedAt": <seconds since 2001-01-01T00:00:00Z, Double>}
+/// ```
+///
+/// `changedAt` is Foundation's reference-date interval so that the `Date` round-trips bit for bit.
+enum RecordCodec {
+    static let magic: [UInt8] = Array("XATK".utf8)
+    static let formatVersion: UInt8 = 1
+    static let schemaVersion = 1
+    static let headerLength = 5
+    static let sealOverhead = 12 + 16
+
+    /// The JSON inside the sealed box.
+    private struct Payload: Codable {
+        var schema: Int
+        var group: String
+        var token: String?
+        var customerIds: [String: String]
+        var generation: UInt64
+        var changedAt: Double
+    }
+
+    static func encode(_ record: TokenRecord, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
+        try encode(record, compactToken: record.token?.compact, key: key)
+    }
+
+    /// Encodes `record` with `compactToken` in place of its token: tests use it to store a token that does not
+    /// parse, which no `TokenRecord` can hold.
+    static func encode(
+        _ record: TokenRecord, compactToken: String?, schema: Int = schemaVersion, key: StoreKey
+    ) throws(TokenStoreError) -> [UInt8] {
+        let payload = Payload(
+            schema: schema, group: record.group.name, token: compactToken, customerIds: record.customerIds,
+            generation: record.generation, changedAt: record.changedAt.timeIntervalSinceReferenceDate)
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            let plaintext = try encoder.encode(payload)
+            let header = magic + [formatVersion]
+            let sealed = try AES.GCM.seal(
+                plaintext, using: key.symmetricKey, authenticating: authenticatedData(header, record.group))
+            guard let combined = sealed.combined else {
+                throw TokenStoreError(code: .encodingFailed, message: "AES-GCM gave no combined sealed box")
+            }
+            return header + Array(combined)
+        } catch let error as TokenStoreError {
+            throw error
+        } catch {
+            // Neither JSON encoding of these plain values nor sealing with a 256-bit key fails in practice.
+            throw TokenStoreError(
+                code: .encodingFailed,
+                message: "cannot encode the token record for app group \(record.group): \(type(of: error))")
+        }
+    }
+
+    static func decode(_ bytes: [UInt8], group: AppGroup, key: StoreKey) throws(RecordDefect) -> TokenRecord {
+        guard bytes.count >= headerLength + sealOverhead else { throw .truncated(length: bytes.count) }
+        guard Array(bytes[0..<4]) == magic else { throw .badMagic }
+        guard bytes[4] == formatVersion else { throw .unsupportedFormat(bytes[4]) }
+        let header = Array(bytes[0..<headerLength])
+
+        let plaintext: Data
+        do {
+            let box = try AES.GCM.SealedBox(combined: bytes[headerLength...])
+            plaintext = try AES.GCM.open(box, using: key.symmetricKey, authenticating: authenticatedData(header, group))
+        } catch {
+            throw .authenticationFailed
+        }
+
+        let payload: Payload
+        do {
+            payload = try JSONDecoder().decode(Payload.self, from: plaintext)
+        } catch {
+            throw .notJSON
+        }
+        guard payload.schema == schemaVersion else { throw .unsupportedSchema(payload.schema) }
+        guard payload.group == group.name else { throw .groupMismatch }
+        guard payload.changedAt.isFinite else { throw .badDate }
+        var token: StreamJWT?
+        if let compact = payload.token {
+            do {
+                token = try StreamJWT(parsing: compact)
+            } catch {
+                throw .tokenUnparseable(error)
+            }
+        }
+        return TokenRecord(
+            group: group, token: token, customerIds: payload.customerIds, generation: payload.generation,
+            changedAt: Date(timeIntervalSinceReferenceDate: payload.changedAt))
+    }
+
+    private static func authenticatedData(_ header: [UInt8], _ group: AppGroup) -> [UInt8] {
+        header + Array(group.name.utf8)
+    }
+}
+
+/// Why a record file is unusable and goes to quarantine. Descriptions never show the record's content.
+enum RecordDefect: Error, Sendable, CustomStringConvertible {
+    case notRegularFile
+    case unreadable(SystemCallError)
+    case tooLarge(limit: Int)
+    case truncated(length: Int)
+    case badMagic
+    case unsupportedFormat(UInt8)
+    case authenticationFailed
+    case notJSON
+    case unsupportedSchema(Int)
+    case groupMismatch
+    case badDate
+    case tokenUnparseable(StreamJWTError)
+
+    var description: String {
+        switch self {
+        case .notRegularFile:
+            "not a regular file"
+        case .unreadable(let failure):
+            "cannot be read (\(failure))"
+        case .tooLarge(let limit):
+            "larger than \(limit) bytes"
+        case .truncated(let length):
+            "truncated: \(length) bytes, shorter than any record"
+        case .badMagic:
+            "not a token record (wrong magic bytes)"
+        case .unsupportedFormat(let version):
+            "record format version \(version) is not supported (this daemon reads version \(RecordCodec.formatVersion))"
+        case .authenticationFailed:
+            "does not decrypt: written with another key, for another app group, or damaged"
+        case .notJSON:
+            "decrypted content is not a valid record"
+        case .unsupportedSchema(let version):
+            "record schema version \(version) is not supported (this daemon reads version \(RecordCodec.schemaVersion))"
+        case .groupMismatch:
+            "belongs to another app group"
+        case .badDate:
+            "change time is not a finite number"
+        case .tokenUnparseable(let error):
+            "stored token no longer parses: \(error)"
+        }
+    }
+}

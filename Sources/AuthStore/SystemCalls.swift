@@ -1,0 +1,137 @@
+import SystemPackage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A system call that failed: its name and the errno it left.
+struct SystemCallError: Error, Sendable, CustomStringConvertible {
+    var call: String
+    var errno: Errno
+
+    var description: String { "\(call): \(errno) (errno \(errno.rawValue))" }
+}
+
+/// Thin wrappers over the system calls the store uses: `EINTR` is retried, `errno` is read at once and
+/// reported with the call's name. Paths are always names relative to a directory descriptor.
+enum SystemCalls {
+    /// Runs `body` until it does not fail with `EINTR`; a negative result becomes a ``SystemCallError``.
+    static func retrying<Result: BinaryInteger>(
+        _ call: String, _ body: () -> Result
+    ) throws(SystemCallError) -> Result {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            let code = errno
+            if code == EINTR { continue }
+            throw SystemCallError(call: call, errno: Errno(rawValue: code))
+        }
+    }
+
+    static func openat(_ directory: CInt, _ name: String, _ flags: CInt, mode: mode_t = 0) throws(SystemCallError)
+        -> CInt
+    {
+        try retrying("openat") { Glibc.openat(directory, name, flags, mode) }
+    }
+
+    static func open(_ path: String, _ flags: CInt) throws(SystemCallError) -> CInt {
+        try retrying("open") { Glibc.open(path, flags) }
+    }
+
+    static func mkdir(_ path: String, mode: mode_t) throws(SystemCallError) {
+        _ = try retrying("mkdir") { Glibc.mkdir(path, mode) }
+    }
+
+    static func fstat(_ descriptor: CInt) throws(SystemCallError) -> stat {
+        var info = stat()
+        _ = try retrying("fstat") { Glibc.fstat(descriptor, &info) }
+        return info
+    }
+
+    static func fsync(_ descriptor: CInt) throws(SystemCallError) {
+        _ = try retrying("fsync") { Glibc.fsync(descriptor) }
+    }
+
+    static func renameat(_ directory: CInt, _ from: String, _ to: String) throws(SystemCallError) {
+        _ = try retrying("renameat") { Glibc.renameat(directory, from, directory, to) }
+    }
+
+    /// Gives the file `from` the second name `to`; fails with `EEXIST` rather than replace anything.
+    static func linkat(_ directory: CInt, _ from: String, _ to: String) throws(SystemCallError) {
+        _ = try retrying("linkat") { Glibc.linkat(directory, from, directory, to, 0) }
+    }
+
+    static func unlinkat(_ directory: CInt, _ name: String) throws(SystemCallError) {
+        _ = try retrying("unlinkat") { Glibc.unlinkat(directory, name, 0) }
+    }
+
+    /// Closes `descriptor`. Not retried: on Linux the descriptor is gone even when `close` reports `EINTR`.
+    static func close(_ descriptor: CInt) {
+        _ = Glibc.close(descriptor)
+    }
+
+    /// Writes all of `bytes`, continuing after short writes.
+    static func writeAll(_ descriptor: CInt, _ bytes: [UInt8]) throws(SystemCallError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = try retrying("write") {
+                bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            }
+            offset += written
+        }
+    }
+
+    /// Reads to end of file, but at most `limit` bytes; returns nil when the file holds more.
+    static func readAll(_ descriptor: CInt, limit: Int) throws(SystemCallError) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        var count = 0
+        while count <= limit {
+            let read = try retrying("read") {
+                bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + count, $0.count - count) }
+            }
+            if read == 0 { break }
+            count += read
+        }
+        guard count <= limit else { return nil }
+        bytes.removeSubrange(count...)
+        return bytes
+    }
+
+    /// The names in the directory `directory` (without `.` and `..`), read through a descriptor of its own so
+    /// that listings on several threads do not share a position.
+    static func listDirectory(_ directory: CInt) throws(SystemCallError) -> [String] {
+        let descriptor = try openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard let stream = fdopendir(descriptor) else {
+            let code = errno
+            close(descriptor)
+            throw SystemCallError(call: "fdopendir", errno: Errno(rawValue: code))
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                let code = errno
+                if code == 0 { break }
+                throw SystemCallError(call: "readdir", errno: Errno(rawValue: code))
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Whether `info` describes a regular file / a directory.
+    static func isRegularFile(_ info: stat) -> Bool { info.st_mode & S_IFMT == S_IFREG }
+    static func isDirectory(_ info: stat) -> Bool { info.st_mode & S_IFMT == S_IFDIR }
+
+    /// The permission bits of `info`, as an octal string such as `0755`.
+    static func modeString(_ info: stat) -> String {
+        let bits = String(info.st_mode & 0o7777, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - bits.count)) + bits
+    }
+}

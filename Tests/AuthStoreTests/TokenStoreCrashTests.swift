@@ -1,0 +1,100 @@
+import AuthCore
+import AuthTestKit
+import Foundation
+import Testing
+
+@testable import AuthStore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A crash at any instant leaves every record either as it was or as it was last written: never torn.
+@Suite struct TokenStoreCrashTests {
+    static let rounds = 5
+    static let groups = 4
+
+    @Test(.timeLimit(.minutes(1)))
+    func recordsSurviveSIGKILLWholeOrNotAtAll() async throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        let writer = try BuildProducts.executable("authd-store-writer")
+        let groups = try (0..<Self.groups).map { try AppGroup("writer-\($0)") }
+        var previous: UInt64 = 0
+        var interruptedWrites = 0
+
+        for round in 1...Self.rounds {
+            let progress = fixture.temporary.appending("progress-\(round)")
+            let last = try await runAndKill(writer, fixture: fixture, progress: progress, after: previous)
+            #expect(last > previous, "round \(round): the writer made no progress")
+
+            // A temporary file left behind means the kill landed in the middle of a write.
+            interruptedWrites += try fixture.files().filter { $0.hasPrefix(".") && $0.contains(".tmp-") }.count
+            // Opening the store removes what the killed writer left half-done; every record decodes.
+            let store = try fixture.open()
+            for group in groups {
+                let record = try #require(try store.load(group), "round \(round): \(group) has no record")
+                // The round last reported was saved in full; the next one may have been under way.
+                #expect((last...last + 1).contains(record.generation), "round \(round): \(record)")
+                expectConsistent(record)
+            }
+            #expect(try fixture.files() == groups.map { "\($0).token" }, "round \(round)")
+            #expect(fixture.warnings.isEmpty, "\(fixture.capture.entries)")
+            previous = last
+        }
+        print(
+            "SIGKILL test: \(Self.rounds) rounds, \(previous) generations of \(Self.groups) records "
+                + "(\(previous * UInt64(Self.groups)) complete writes), \(interruptedWrites) killed mid-write")
+    }
+
+    /// Starts the writer, waits for it to report a round beyond `previous`, lets it run 0.3-0.8 s more, kills it
+    /// with SIGKILL, and returns the last round it reported.
+    private func runAndKill(
+        _ writer: String, fixture: StoreFixture, progress: String, after previous: UInt64
+    ) async throws -> UInt64 {
+        #expect(FileManager.default.createFile(atPath: progress, contents: nil))
+        let output = try #require(FileHandle(forWritingAtPath: progress))
+        defer { try? output.close() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: writer)
+        process.arguments = [fixture.storePath, "\(Self.groups)"]
+        process.environment = fixture.environment
+        process.standardOutput = output
+        try process.run()
+
+        let started = ContinuousClock.now
+        while try lastReported(progress) <= previous, process.isRunning,
+            ContinuousClock.now - started < .seconds(30)
+        {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        try #require(process.isRunning, "the writer exited with status \(process.terminationStatus)")
+        try await Task.sleep(for: .milliseconds(Int.random(in: 300...800)))
+
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(process.terminationStatus == SIGKILL)
+        return try lastReported(progress)
+    }
+
+    /// The highest `wrote N` line in the progress file (a final partial line is ignored).
+    private func lastReported(_ progress: String) throws -> UInt64 {
+        let text = try String(contentsOfFile: progress, encoding: .utf8)
+        return text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            .compactMap { $0.hasPrefix("wrote ") ? UInt64($0.dropFirst(6)) : nil }
+            .max() ?? 0
+    }
+
+    /// Every field of a writer's record carries the same generation.
+    private func expectConsistent(_ record: TokenRecord) {
+        let generation = record.generation
+        #expect(record.customerIds == ["registered": "writer-\(generation)"], "\(record)")
+        #expect(
+            record.token?.claims.customerIds == ["registered": "writer-\(generation)", "group": record.group.name],
+            "\(record)")
+        #expect(record.changedAt == Date(timeIntervalSince1970: Double(generation)), "\(record)")
+    }
+}

@@ -1,0 +1,65 @@
+import Logging
+import Synchronization
+
+/// Keeps every message logged through its loggers in memory, so tests can look at what was logged.
+///
+/// ```swift
+/// let capture = LogCapture()
+/// let logger = capture.logger()
+/// // ... code under test logs through `logger` ...
+/// #expect(capture.entries.contains { $0.level == .warning })
+/// ```
+public final class LogCapture: Sendable {
+    /// One logged message.
+    public struct Entry: Sendable, CustomStringConvertible {
+        /// The level it was logged at.
+        public var level: Logger.Level
+        /// The message text.
+        public var message: String
+        /// The logger's and the call's metadata, rendered as strings.
+        public var metadata: [String: String]
+
+        /// The message and all metadata in one string, for "never contains" checks.
+        public var description: String {
+            let fields = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            return "[\(level)] \(message) \(fields.joined(separator: " "))"
+        }
+    }
+
+    private let storage = Mutex<[Entry]>([])
+
+    public init() {}
+
+    /// Everything logged so far, in order.
+    public var entries: [Entry] { storage.withLock { $0 } }
+
+    /// A logger (level `trace`) whose messages go to this capture.
+    public func logger(label: String = "test") -> Logger {
+        var logger = Logger(label: label) { _ in Handler(capture: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    fileprivate func append(_ entry: Entry) {
+        storage.withLock { $0.append(entry) }
+    }
+
+    private struct Handler: LogHandler {
+        let capture: LogCapture
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            capture.append(
+                Entry(
+                    level: event.level, message: "\(event.message)",
+                    metadata: merged.mapValues { "\($0)" }))
+        }
+    }
+}
