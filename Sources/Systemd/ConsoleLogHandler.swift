@@ -1,7 +1,7 @@
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A swift-log handler that writes one line per message to standard error: `level: message key=value …`.

@@ -2,7 +2,7 @@ import CSystemd
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A swift-log handler that sends structured entries to the systemd journal (`sd_journal_sendv(3)`).

@@ -1,7 +1,7 @@
 import CSystemd
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A socket the service manager opened and passed to the service (socket activation, `sd_listen_fds(3)`).

@@ -1,7 +1,7 @@
 import CSystemd
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Tells the service manager how the service is doing (`sd_notify(3)`): ready, status, watchdog, stopping.

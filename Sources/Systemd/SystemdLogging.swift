@@ -1,7 +1,7 @@
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where a daemon's log goes.

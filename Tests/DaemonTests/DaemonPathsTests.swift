@@ -24,7 +24,9 @@ struct DaemonPathsTests {
     }
 
     @Test func userModeUsesXDGDirectories() {
-        let environment = ["HOME": "/home/ann", "XDG_STATE_HOME": "/home/ann/.state", "XDG_RUNTIME_DIR": "/run/user/1000"]
+        let environment = [
+            "HOME": "/home/ann", "XDG_STATE_HOME": "/home/ann/.state", "XDG_RUNTIME_DIR": "/run/user/1000",
+        ]
         let paths = DaemonPaths(mode: .user, environment: environment, uid: 1000)
         #expect(paths.stateDirectory == "/home/ann/.state/exponea-authd")
         #expect(paths.socketPath == "/run/user/1000/exponea-authd/io.socket")

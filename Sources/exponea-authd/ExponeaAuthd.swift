@@ -1,0 +1,69 @@
+import ArgumentParser
+import AuthDaemon
+import Foundation
+import Logging
+import Systemd
+
+@main
+struct ExponeaAuthd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "exponea-authd",
+        abstract: "Hold one Bloomreach stream JWT per app group for the apps of this device.",
+        discussion: """
+            Runs in the foreground as a systemd service (Type=notify). In system mode the state is in \
+            /var/lib/exponea-authd (or $STATE_DIRECTORY); with --user it is in \
+            $XDG_STATE_HOME/exponea-authd (~/.local/state/exponea-authd). The store is encrypted with the \
+            credential exponea-authd.store-key when systemd passes one, and with a generated key file \
+            otherwise. SIGTERM and SIGINT stop the daemon.
+            """,
+        version: "0.1.0"
+    )
+
+    @Flag(name: .long, help: "Serve the current user's session instead of the whole system.")
+    var user = false
+
+    @Option(name: .long, help: ArgumentHelp("Keep the token store in this directory.", valueName: "path"))
+    var stateDirectory: String?
+
+    @Option(help: "Where to log: journal, console, or auto (the journal when started by systemd).")
+    var logTarget: LogTarget = .auto
+
+    @Option(help: "The least severe level logged: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        if let stateDirectory, !stateDirectory.hasPrefix("/") {
+            throw ValidationError("--state-directory needs an absolute path, not '\(stateDirectory)'")
+        }
+    }
+
+    func run() throws {
+        // First, before any thread starts, so that every thread inherits the blocked signals.
+        var signals = SignalWaiter()
+
+        let mode: DaemonMode = user ? .user : .system
+        let identifier = "exponea-authd"
+        let target = logTarget
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = SystemdLogging.handler(label: label, identifier: identifier, target: target)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "exponea-authd")
+
+        let environment = ProcessInfo.processInfo.environment
+        let paths = DaemonPaths(mode: mode, environment: environment, uid: getuid(), stateDirectory: stateDirectory)
+        do {
+            let daemon = try Daemon(mode: mode, paths: paths, environment: environment, logger: logger)
+            logger.info("Started in \(mode) mode", metadata: ["authd.status": "\(daemon.status)"])
+            daemon.run(signals: &signals)
+        } catch {
+            logger.critical("Cannot start: \(error)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension LogTarget: ExpressibleByArgument {}

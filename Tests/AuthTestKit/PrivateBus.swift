@@ -1,0 +1,129 @@
+import Foundation
+
+/// A private `dbus-daemon` for one test: its own socket in a temporary directory, a permissive policy, and
+/// monitoring allowed, so a test can own names, emit signals and watch them with `dbus-monitor`.
+public final class PrivateBus: @unchecked Sendable {
+    /// The address to connect to (`unix:path=…`).
+    public let address: String
+    private let process: Process
+    private let directory: TemporaryDirectory
+
+    /// Starts the daemon and waits until it prints its address.
+    public init() throws {
+        directory = try TemporaryDirectory(prefix: "authd-bus")
+        let config = directory.appending("bus.conf")
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <listen>unix:dir=\(directory.path)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow user="*"/>
+            <allow own="*"/>
+            <allow send_type="method_call"/>
+            <allow send_type="signal"/>
+            <allow send_requested_reply="true" send_type="method_return"/>
+            <allow send_requested_reply="true" send_type="error"/>
+            <allow receive_type="method_call"/>
+            <allow receive_type="method_return"/>
+            <allow receive_type="error"/>
+            <allow receive_type="signal"/>
+            <allow eavesdrop="true"/>
+          </policy>
+        </busconfig>
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        process.arguments = ["--config-file=\(config)", "--nofork", "--nopidfile", "--print-address=1"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        address = try Self.readLine(output.fileHandleForReading)
+    }
+
+    /// Stops the daemon and removes its directory.
+    public func stop() {
+        if process.isRunning {
+            // SIGKILL: children of a test inherit its worker thread's signal mask, where SIGTERM is blocked.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        directory.remove()
+    }
+
+    deinit { stop() }
+
+    private static func readLine(_ handle: FileHandle) throws -> String {
+        var bytes: [UInt8] = []
+        while true {
+            let chunk = handle.readData(ofLength: 1)
+            guard let byte = chunk.first else { throw StartFailure() }
+            if byte == UInt8(ascii: "\n") { break }
+            bytes.append(byte)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    struct StartFailure: Error, CustomStringConvertible {
+        var description: String { "dbus-daemon exited before printing its address; is the dbus package installed?" }
+    }
+}
+
+/// A program started in the background whose standard output is collected as it comes, such as
+/// `dbus-monitor`. Terminated on `stop()`.
+public final class BackgroundProcess: @unchecked Sendable {
+    private let process = Process()
+    private let lock = NSLock()
+    private var collected = Data()
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self, !data.isEmpty else { return }
+            self.lock.withLock { self.collected.append(data) }
+        }
+        try process.run()
+    }
+
+    /// Everything the process printed so far.
+    public var output: String { lock.withLock { String(decoding: collected, as: UTF8.self) } }
+
+    /// The process id.
+    public var pid: Int32 { process.processIdentifier }
+
+    /// Whether it still runs.
+    public var isRunning: Bool { process.isRunning }
+
+    /// Sends `signal` and waits for the process to end.
+    ///
+    /// SIGKILL by default: a child of a test inherits the signal mask of the test's worker thread, which blocks
+    /// SIGTERM, so only a program that waits for its signals itself (as exponea-authd does) sees SIGTERM.
+    @discardableResult
+    public func stop(signal: Int32 = SIGKILL) -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Polls `condition` every 20 ms until it holds or `timeout` passes.
+    public static func waitUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    deinit { stop() }
+}
