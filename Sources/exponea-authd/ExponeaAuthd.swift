@@ -29,7 +29,7 @@ struct ExponeaAuthd: ParsableCommand {
     var logTarget: LogTarget = .auto
 
     @Option(help: "The least severe level logged: trace, debug, info, notice, warning, error or critical.")
-    var logLevel: Logger.Level = .info
+    var logLevel: LogLevel = .info
 
     func validate() throws {
         if let stateDirectory, !stateDirectory.hasPrefix("/") {
@@ -44,7 +44,7 @@ struct ExponeaAuthd: ParsableCommand {
         let mode: DaemonMode = user ? .user : .system
         let identifier = "exponea-authd"
         let target = logTarget
-        let level = logLevel
+        let level = Logger.Level(rawValue: logLevel.rawValue) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = SystemdLogging.handler(label: label, identifier: identifier, target: target)
             handler.logLevel = level
@@ -65,5 +65,9 @@ struct ExponeaAuthd: ParsableCommand {
     }
 }
 
-extension Logger.Level: @retroactive ExpressibleByArgument {}
+/// `--log-level`: swift-log's levels, spelled the same.
+enum LogLevel: String, CaseIterable, ExpressibleByArgument {
+    case trace, debug, info, notice, warning, error, critical
+}
+
 extension LogTarget: ExpressibleByArgument {}
