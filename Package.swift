@@ -130,11 +130,18 @@ let package = Package(
         ),
         .testTarget(
             name: "SystemdTests",
-            dependencies: ["Systemd", "AuthTestKit"]
+            dependencies: ["Systemd", "AuthTestKit", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "DaemonTests",
-            dependencies: ["AuthDaemon", "AuthTestKit", "exponea-authd"]
+            dependencies: [
+                "AuthCore",
+                "AuthDaemon",
+                "AuthStore",
+                "AuthTestKit",
+                "exponea-authd",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "AuthCtlTests",

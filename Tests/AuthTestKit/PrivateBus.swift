@@ -73,8 +73,8 @@ public final class PrivateBus: @unchecked Sendable {
     }
 }
 
-/// A program started in the background whose standard output is collected as it comes, such as
-/// `dbus-monitor`. Terminated on `stop()`.
+/// A program started in the background whose standard output and standard error are collected as they come,
+/// such as `dbus-monitor` or the daemon. Killed on `stop()`.
 public final class BackgroundProcess: @unchecked Sendable {
     private let process = Process()
     private let lock = NSLock()
@@ -86,7 +86,7 @@ public final class BackgroundProcess: @unchecked Sendable {
         if let environment { process.environment = environment }
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        process.standardError = output
         output.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
             guard let self, !data.isEmpty else { return }

@@ -1,0 +1,162 @@
+import AuthCore
+import AuthStore
+import AuthTestKit
+import Foundation
+import Logging
+import Testing
+
+/// The real exponea-authd binary, started as systemd would start it: a notification socket, a credential
+/// directory with the store key, and signals to stop it.
+@Suite("exponea-authd start-up, notification and shutdown")
+struct DaemonStartupTests {
+    /// A state directory, a credential and a notification socket for one daemon.
+    final class Fixture {
+        let root: TemporaryDirectory
+        let notify: NotifySocket
+        var stateDirectory: String { root.appending("state") }
+        var credentials: String { root.appending("credentials") }
+
+        init() throws {
+            root = try TemporaryDirectory(prefix: "authd-daemon")
+            notify = try NotifySocket()
+            try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: false)
+            let key = Data((0..<32).map { UInt8($0) })
+            try key.write(to: URL(fileURLWithPath: credentials + "/" + StoreKey.defaultCredentialName))
+        }
+
+        deinit { root.remove() }
+
+        func store() throws -> TokenStore {
+            let environment = ["CREDENTIALS_DIRECTORY": credentials]
+            let key = try StoreKey.resolve(
+                directory: stateDirectory, environment: environment, logger: Logger(label: "t"))
+            return try TokenStore(directory: stateDirectory, key: key, logger: Logger(label: "t"))
+        }
+
+        func start(_ extra: [String: String] = [:], arguments: [String] = []) throws -> BackgroundProcess {
+            var environment = [
+                "HOME": root.path,
+                "PATH": "/usr/bin:/bin",
+                "NOTIFY_SOCKET": notify.path,
+                "CREDENTIALS_DIRECTORY": credentials,
+            ]
+            environment.merge(extra) { _, new in new }
+            return try BackgroundProcess(
+                BuildProducts.executable("exponea-authd"),
+                ["--user", "--log-target", "console", "--state-directory", stateDirectory] + arguments,
+                environment: environment
+            )
+        }
+    }
+
+    @Test func tellsSystemdItIsReadyAndStopsGracefullyOnSIGTERM() throws {
+        let fixture = try Fixture()
+        let daemon = try fixture.start()
+
+        #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 0 app groups (0 with a token)")
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+        #expect(fixture.notify.receive() == "STOPPING=1\nSTATUS=Stopping")
+        #expect(daemon.output.contains("info: Stopping"))
+    }
+
+    @Test func loadsTheStoredGroupsAtStart() throws {
+        let fixture = try Fixture()
+        let store = try fixture.store()
+        let token = TestJWT().token(expiringIn: 3600)
+        try store.save(
+            TokenRecord(
+                group: AppGroup("shop"),
+                token: StreamJWT(parsing: token),
+                customerIds: ["registered": "alice"],
+                generation: 3,
+                changedAt: Date()
+            )
+        )
+        try store.save(
+            TokenRecord(
+                group: AppGroup("news"), token: nil, customerIds: ["cookie": "c"], generation: 1, changedAt: Date())
+        )
+
+        let daemon = try fixture.start(arguments: ["--log-level", "debug"])
+        #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 2 app groups (1 with a token)")
+        #expect(daemon.stop(signal: SIGINT) == 0)
+        let log = daemon.output
+        #expect(log.contains("Loaded app group authd.generation=3 authd.group=shop authd.state=valid"))
+        #expect(log.contains("Loaded app group authd.generation=1 authd.group=news authd.state=notProvided"))
+        #expect(!log.contains(token.split(separator: ".")[1]))
+        #expect(!log.contains("alice"))
+    }
+
+    @Test func aCorruptRecordIsSetAsideAndTheOthersStillLoad() throws {
+        let fixture = try Fixture()
+        let store = try fixture.store()
+        let token = TestJWT().token(expiringIn: 30)
+        try store.save(
+            TokenRecord(group: AppGroup("shop"), token: StreamJWT(parsing: token), generation: 1, changedAt: Date())
+        )
+        try Data("not a record".utf8).write(to: URL(fileURLWithPath: fixture.stateDirectory + "/news.token"))
+
+        let daemon = try fixture.start(arguments: ["--log-level", "debug"])
+        #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 1 app group (1 with a token)")
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+        #expect(FileManager.default.fileExists(atPath: fixture.stateDirectory + "/news.token.corrupt"))
+        #expect(daemon.output.contains("authd.group=shop authd.state=expiredSoon"))
+        #expect(daemon.output.contains("news"))
+        #expect(!daemon.output.contains(token.split(separator: ".")[2]))
+    }
+
+    @Test func pingsTheWatchdogAtHalfTheInterval() throws {
+        let fixture = try Fixture()
+        let daemon = try fixture.start(["WATCHDOG_USEC": "200000"])
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        let start = ContinuousClock.now
+        #expect(fixture.notify.receive(timeout: .seconds(2)) == "WATCHDOG=1")
+        #expect(fixture.notify.receive(timeout: .seconds(2)) == "WATCHDOG=1")
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+    }
+
+    @Test func sighupDoesNotStopIt() throws {
+        let fixture = try Fixture()
+        let daemon = try fixture.start()
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        kill(daemon.pid, SIGHUP)
+        #expect(BackgroundProcess.waitUntil { daemon.output.contains("SIGHUP") })
+        #expect(daemon.isRunning)
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+    }
+
+    @Test func refusesAStoreOthersCanEnterAndSaysHowToFixIt() throws {
+        let fixture = try Fixture()
+        try FileManager.default.createDirectory(
+            atPath: fixture.stateDirectory,
+            withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o755]
+        )
+        let daemon = try fixture.start()
+        #expect(BackgroundProcess.waitUntil { !daemon.isRunning })
+        #expect(daemon.stop() == 1)
+        #expect(
+            daemon.output.contains("critical: Cannot start: cannot open the token store in \(fixture.stateDirectory)"))
+        #expect(daemon.output.contains("chmod 0700"))
+        #expect(fixture.notify.receive(timeout: .milliseconds(100)) == nil)
+    }
+
+    @Test func userModeCreatesItsStateDirectoryUnderHome() throws {
+        let home = try TemporaryDirectory(prefix: "authd-home")
+        defer { home.remove() }
+        let notify = try NotifySocket()
+        let daemon = try BackgroundProcess(
+            BuildProducts.executable("exponea-authd"),
+            ["--user", "--log-target", "console"],
+            environment: ["HOME": home.path, "NOTIFY_SOCKET": notify.path]
+        )
+        #expect(notify.receive()?.hasPrefix("READY=1") == true)
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+        let state = home.appending(".local/state/exponea-authd")
+        let attributes = try FileManager.default.attributesOfItem(atPath: state)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        #expect(FileManager.default.fileExists(atPath: state + "/store.key"))
+        #expect(daemon.output.contains("not bound to this device"))
+    }
+}
