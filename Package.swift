@@ -113,6 +113,11 @@ let package = Package(
             ],
             path: "Tests/authd-store-writer"
         ),
+        .executableTarget(
+            name: "authd-listen-probe",
+            dependencies: ["Systemd"],
+            path: "Tests/authd-listen-probe"
+        ),
         .testTarget(
             name: "AuthCoreTests",
             dependencies: ["AuthCore", "AuthTestKit"]
@@ -130,7 +135,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SystemdTests",
-            dependencies: ["Systemd", "AuthTestKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Systemd",
+                "AuthTestKit",
+                "authd-listen-probe",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "DaemonTests",
