@@ -151,7 +151,8 @@ let package = Package(
                 "AuthTestKit",
                 "exponea-authd",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "AuthCtlTests",

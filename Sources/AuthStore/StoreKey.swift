@@ -173,7 +173,7 @@ public struct StoreKey: Sendable, CustomStringConvertible, CustomReflectable {
         let path = directory + "/" + keyFileName
         let bytes = try readOrCreateKeyFile(directoryDescriptor, path: path)
         if warning.claim() {
-            logger.warning(Logger.Message(stringLiteral: unboundKeyWarning), metadata: ["keyFile": "\(path)"])
+            logger.warning(Logger.Message(stringLiteral: unboundKeyWarning), metadata: ["authd.key_file": "\(path)"])
         }
         return try StoreKey(material: bytes, source: .keyFile(path: path))
     }

@@ -241,13 +241,15 @@ public final class TokenStore: Sendable {
             try? SystemCalls.fsync(directoryDescriptor)
             logger.warning(
                 "Set aside an unreadable token record; the app group has no token until one is set again",
-                metadata: ["group": "\(group)", "problem": "\(defect)", "movedTo": "\(path(target))"])
+                metadata: [
+                    "authd.group": "\(group)", "authd.problem": "\(defect)", "authd.moved_to": "\(path(target))",
+                ])
         } else {
             logger.error(
                 "Found an unreadable token record and could not set it aside; the app group has no token until one is set again",
                 metadata: [
-                    "group": "\(group)", "problem": "\(defect)", "file": "\(path(name))",
-                    "moveFailure": "\(failure.map { "\($0)" } ?? "no free name")",
+                    "authd.group": "\(group)", "authd.problem": "\(defect)", "authd.file": "\(path(name))",
+                    "authd.move_failure": "\(failure.map { "\($0)" } ?? "no free name")",
                 ])
         }
     }
@@ -266,11 +268,12 @@ public final class TokenStore: Sendable {
         for name in names where TemporaryFile.isTemporary(name) {
             do {
                 try SystemCalls.unlinkat(directoryDescriptor, name)
-                logger.debug("Removed a temporary file left by an interrupted write", metadata: ["file": "\(name)"])
+                logger.debug(
+                    "Removed a temporary file left by an interrupted write", metadata: ["authd.file": "\(name)"])
             } catch {
                 logger.warning(
                     "Cannot remove a temporary file left by an interrupted write",
-                    metadata: ["file": "\(path(name))", "error": "\(error)"])
+                    metadata: ["authd.file": "\(path(name))", "authd.error": "\(error)"])
             }
         }
     }

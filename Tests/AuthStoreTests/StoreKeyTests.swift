@@ -36,7 +36,7 @@ import Testing
 
         #expect(try store.load(record.group) == nil)
         #expect(try fixture.files() == ["g.token.corrupt"])
-        #expect(fixture.warnings.contains { $0.metadata["group"] == "g" })
+        #expect(fixture.warnings.contains { $0.metadata["authd.group"] == "g" })
     }
 
     @Test func longCredentialIsAccepted() throws {
@@ -146,7 +146,7 @@ import Testing
         #expect(warning.message.contains("not bound to this device"))
         #expect(warning.message.contains("systemd-creds encrypt --name=exponea-authd.store-key"))
         #expect(warning.message.contains("LoadCredentialEncrypted=exponea-authd.store-key"))
-        #expect(warning.metadata["keyFile"] == fixture.path("store.key"))
+        #expect(warning.metadata["authd.key_file"] == fixture.path("store.key"))
     }
 
     @Test func processWideWarningIsLoggedAtMostOnce() throws {

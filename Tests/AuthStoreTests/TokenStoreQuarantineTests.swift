@@ -40,10 +40,10 @@ import Testing
             // Loading again finds nothing, and quarantines nothing more.
             #expect(try store.load(victim.group) == nil, sourceLocation: sourceLocation)
 
-            let warnings = fixture.warnings.filter { $0.metadata["group"] == "victim" }
+            let warnings = fixture.warnings.filter { $0.metadata["authd.group"] == "victim" }
             #expect(warnings.count == 1, "\(fixture.capture.entries)", sourceLocation: sourceLocation)
             #expect(
-                warnings.first?.metadata["problem"]?.contains(problem) == true, "\(warnings)",
+                warnings.first?.metadata["authd.problem"]?.contains(problem) == true, "\(warnings)",
                 sourceLocation: sourceLocation)
             for entry in fixture.capture.entries {
                 let text = entry.description

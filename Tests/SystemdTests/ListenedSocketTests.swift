@@ -31,23 +31,3 @@ struct ListenedSocketTests {
         #expect(try ListenedSocket.takeAll().isEmpty)
     }
 }
-
-/// A connected AF_UNIX stream socket, for poking servers in tests.
-struct UnixClient {
-    let descriptor: Int32
-
-    init(path: String) throws {
-        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-    }
-
-    func close() { _ = Glibc.close(descriptor) }
-}
