@@ -8,9 +8,9 @@
 //   exponea-authd (exe)   authctl (exe)
 //          |                  |
 //      AuthDaemon        ExponeaAuth (library apps link)
-//        /     \              |
-//   AuthStore  Systemd        |
-//        \       |            |
+//      /    |    \            |
+// AuthStore | Systemd   AuthProtocol (Varlink wire types, no I/O)
+//      \    |               /
 //       AuthCore (pure rules: no I/O, no clock of its own)
 //                |
 //   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd)
@@ -54,6 +54,11 @@ let package = Package(
         // MARK: The product's own modules
 
         .target(name: "AuthCore"),
+        .target(
+            name: "AuthProtocol",
+            dependencies: ["AuthCore"],
+            resources: [.embedInCode("com.exponea.Auth.varlink")]
+        ),
         .target(
             name: "AuthStore",
             dependencies: [
@@ -121,6 +126,10 @@ let package = Package(
         .testTarget(
             name: "AuthCoreTests",
             dependencies: ["AuthCore", "AuthTestKit"]
+        ),
+        .testTarget(
+            name: "AuthProtocolTests",
+            dependencies: ["AuthCore", "AuthProtocol"]
         ),
         .testTarget(
             name: "AuthStoreTests",

@@ -1,0 +1,221 @@
+import AuthCore
+
+// The parameters and results of com.exponea.Auth's methods, as com.exponea.Auth.varlink declares them.
+// Group names travel as strings: the daemon validates them, so a bad one gets InvalidGroupName rather than
+// a decoding error. Generations are unsigned 64-bit counters.
+
+/// A token's claims on the wire.
+public struct ClaimsPayload: Codable, Hashable, Sendable {
+    /// `exp`, in Unix seconds.
+    public var expiresAt: Double
+    /// `ids`.
+    public var customerIds: [String: String]
+    /// The header's `alg`.
+    public var algorithm: String
+    /// The header's `kid`.
+    public var keyId: String?
+
+    public init(_ jwt: StreamJWT) {
+        expiresAt = jwt.claims.expiresAt.timeIntervalSince1970
+        customerIds = jwt.claims.customerIds
+        algorithm = jwt.header.algorithm
+        keyId = jwt.header.keyID
+    }
+}
+
+/// Parameters that name only a group (GetToken, Preflight, Anonymize, StopIntegration,
+/// ClearLocalCustomerData, Subscribe).
+public struct GroupParameters: Codable, Hashable, Sendable {
+    public var group: String
+    public init(group: String) { self.group = group }
+}
+
+/// SetToken's parameters.
+public struct SetTokenParameters: Codable, Hashable, Sendable {
+    public var group: String
+    public var token: CompactToken
+    public init(group: String, token: CompactToken) {
+        self.group = group
+        self.token = token
+    }
+}
+
+/// SetToken's result.
+public struct SetTokenResult: Codable, Hashable, Sendable {
+    public var generation: UInt64
+    public var claims: ClaimsPayload
+    public init(generation: UInt64, claims: ClaimsPayload) {
+        self.generation = generation
+        self.claims = claims
+    }
+}
+
+/// GetToken's result.
+public struct GetTokenResult: Codable, Hashable, Sendable {
+    public var token: CompactToken?
+    public var claims: ClaimsPayload?
+    public var generation: UInt64
+    public init(token: CompactToken?, claims: ClaimsPayload?, generation: UInt64) {
+        self.token = token
+        self.claims = claims
+        self.generation = generation
+    }
+}
+
+/// Preflight's result.
+public struct PreflightResult: Codable, Hashable, Sendable {
+    public var token: CompactToken?
+    public var state: TokenState
+    public var reason: JwtErrorReason?
+    public var generation: UInt64
+    public init(token: CompactToken?, state: TokenState, reason: JwtErrorReason?, generation: UInt64) {
+        self.token = token
+        self.state = state
+        self.reason = reason
+        self.generation = generation
+    }
+}
+
+/// ReportAuthFailure's parameters.
+public struct ReportAuthFailureParameters: Codable, Hashable, Sendable {
+    public var group: String
+    /// The HTTP status.
+    public var status: Int
+    /// The generation of the token the request carried; nil when it carried none.
+    public var generation: UInt64?
+    /// The 401 body's `token_expired` flag.
+    public var tokenExpired: Bool?
+    public init(group: String, status: Int, generation: UInt64?, tokenExpired: Bool?) {
+        self.group = group
+        self.status = status
+        self.generation = generation
+        self.tokenExpired = tokenExpired
+    }
+}
+
+/// ReportAuthFailure's result.
+public struct ReportAuthFailureResult: Codable, Hashable, Sendable {
+    public var retry: Bool
+    public var reason: JwtErrorReason?
+    public init(_ decision: RetryDecision) {
+        retry = decision.retry
+        reason = decision.reason
+    }
+}
+
+/// WaitForToken's parameters.
+public struct WaitForTokenParameters: Codable, Hashable, Sendable {
+    /// The longest wait a call may ask for.
+    public static let maximumTimeoutMs = 5_000
+
+    public var group: String
+    /// Return once the group's generation is newer than this.
+    public var after: UInt64
+    /// How long to wait at most, 0 to ``maximumTimeoutMs``.
+    public var timeoutMs: Int
+    public init(group: String, after: UInt64, timeoutMs: Int) {
+        self.group = group
+        self.after = after
+        self.timeoutMs = timeoutMs
+    }
+}
+
+/// WaitForToken's result.
+public struct WaitForTokenResult: Codable, Hashable, Sendable {
+    public var token: CompactToken?
+    public var generation: UInt64
+    public init(token: CompactToken?, generation: UInt64) {
+        self.token = token
+        self.generation = generation
+    }
+}
+
+/// IdentifyCustomer's parameters.
+public struct IdentifyCustomerParameters: Codable, Hashable, Sendable {
+    public var group: String
+    public var customerIds: [String: String]
+    /// The token for this identity; without one the stored token is cleared (R7).
+    public var token: CompactToken?
+    public init(group: String, customerIds: [String: String], token: CompactToken?) {
+        self.group = group
+        self.customerIds = customerIds
+        self.token = token
+    }
+}
+
+/// Results that carry only a generation (IdentifyCustomer).
+public struct GenerationResult: Codable, Hashable, Sendable {
+    public var generation: UInt64
+    public init(generation: UInt64) { self.generation = generation }
+}
+
+/// AcknowledgeFlush's parameters.
+public struct AcknowledgeFlushParameters: Codable, Hashable, Sendable {
+    public var group: String
+    public var flushId: String
+    public init(group: String, flushId: String) {
+        self.group = group
+        self.flushId = flushId
+    }
+}
+
+/// ClaimRefresh's parameters.
+public struct ClaimRefreshParameters: Codable, Hashable, Sendable {
+    public var group: String
+    public var generation: UInt64
+    public init(group: String, generation: UInt64) {
+        self.group = group
+        self.generation = generation
+    }
+}
+
+/// ClaimRefresh's result.
+public struct ClaimRefreshResult: Codable, Hashable, Sendable {
+    public var granted: Bool
+    public init(granted: Bool) { self.granted = granted }
+}
+
+/// One group in ListGroups' result.
+public struct GroupSummary: Codable, Hashable, Sendable {
+    public var name: String
+    public var hasToken: Bool
+    public var state: TokenState
+    public var expiresAt: Double?
+    public var generation: UInt64
+    public var subscribers: Int
+    public init(
+        name: String, hasToken: Bool, state: TokenState, expiresAt: Double?, generation: UInt64, subscribers: Int
+    ) {
+        self.name = name
+        self.hasToken = hasToken
+        self.state = state
+        self.expiresAt = expiresAt
+        self.generation = generation
+        self.subscribers = subscribers
+    }
+}
+
+/// ListGroups' result.
+public struct ListGroupsResult: Codable, Hashable, Sendable {
+    public var groups: [GroupSummary]
+    public init(groups: [GroupSummary]) { self.groups = groups }
+}
+
+/// The empty result of Anonymize, StopIntegration, ClearLocalCustomerData and AcknowledgeFlush, and the empty
+/// parameters of ListGroups.
+public struct EmptyPayload: Codable, Hashable, Sendable {
+    public init() {}
+}
+
+extension AppGroup {
+    /// Validates a group name from the wire.
+    ///
+    /// - Throws: ``VarlinkError/invalidGroupName(message:)`` saying what is wrong.
+    public init(wire name: String) throws(VarlinkError) {
+        do {
+            try self.init(name)
+        } catch {
+            throw .invalidGroupName(message: error.description)
+        }
+    }
+}

@@ -1,0 +1,124 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A method call as a client sends it: `{"method": "iface.Method", "parameters": {…}, "more": true}`.
+///
+/// The parameters stay undecoded until the method is known: ``parameters(_:)`` decodes them into the
+/// method's own type.
+public struct VarlinkCall: Sendable {
+    /// The fully qualified method, such as `com.exponea.Auth.GetToken`.
+    public var method: String
+    /// The client wants no reply.
+    public var oneway: Bool
+    /// The client accepts several replies (`continues: true` on all but the last).
+    public var more: Bool
+    /// The client asks to leave Varlink after the reply (not supported by this daemon).
+    public var upgrade: Bool
+    /// The raw message, to decode the parameters from.
+    private let message: [UInt8]
+
+    private struct Header: Decodable {
+        var method: String
+        var oneway: Bool?
+        var more: Bool?
+        var upgrade: Bool?
+    }
+
+    private struct Envelope<Parameters: Decodable>: Decodable {
+        var parameters: Parameters?
+    }
+
+    /// Reads a call from one message (without its NUL).
+    ///
+    /// - Throws: ``VarlinkCallError`` when the message is not a JSON object with a `method` string.
+    public init(decoding message: [UInt8]) throws(VarlinkCallError) {
+        let header: Header
+        do {
+            header = try JSONDecoder().decode(Header.self, from: Data(message))
+        } catch {
+            throw .notACall
+        }
+        self.method = header.method
+        self.oneway = header.oneway ?? false
+        self.more = header.more ?? false
+        self.upgrade = header.upgrade ?? false
+        self.message = message
+    }
+
+    /// The interface part of ``method`` (`com.exponea.Auth`), or nil when the name has no dot.
+    public var interface: String? {
+        guard let dot = method.lastIndex(of: ".") else { return nil }
+        return String(method[..<dot])
+    }
+
+    /// The method's parameters, decoded as `type`. A call without parameters decodes as `{}`.
+    ///
+    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming the first parameter that is missing or of the
+    ///   wrong type.
+    public func parameters<Parameters: Decodable>(_ type: Parameters.Type) throws(VarlinkError) -> Parameters {
+        do {
+            if let parameters = try JSONDecoder().decode(Envelope<Parameters>.self, from: Data(message)).parameters {
+                return parameters
+            }
+            return try JSONDecoder().decode(Parameters.self, from: Data("{}".utf8))
+        } catch let error as DecodingError {
+            throw .invalidParameter(Self.parameterName(of: error))
+        } catch {
+            throw .invalidParameter("parameters")
+        }
+    }
+
+    /// The parameter a decoding error is about: the first coding path component under `parameters`.
+    private static func parameterName(of error: DecodingError) -> String {
+        let path: [any CodingKey]
+        switch error {
+        case .keyNotFound(let key, let context): path = context.codingPath + [key]
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            path = context.codingPath
+        @unknown default: path = []
+        }
+        let names = path.map(\.stringValue).filter { $0 != "parameters" }
+        return names.first ?? "parameters"
+    }
+}
+
+/// Why a message is not a Varlink call.
+public enum VarlinkCallError: Error, Hashable, Sendable {
+    /// Not a JSON object with a `method` string.
+    case notACall
+}
+
+/// Encodes replies: one JSON object and its NUL.
+public enum VarlinkReplyEncoder {
+    private struct Reply<Parameters: Encodable>: Encodable {
+        var parameters: Parameters
+        var continues: Bool?
+    }
+
+    private struct ErrorReply: Encodable {
+        var error: String
+        var parameters: [String: String]
+    }
+
+    /// A reply with `parameters`; `continues` marks one of several replies to a `more` call.
+    public static func reply<Parameters: Encodable>(_ parameters: Parameters, continues: Bool = false) throws
+        -> [UInt8]
+    {
+        try frame(Reply(parameters: parameters, continues: continues ? true : nil))
+    }
+
+    /// An error reply: `{"error": "<interface>.<Name>", "parameters": {…}}`.
+    public static func error(_ error: VarlinkError) -> [UInt8] {
+        // [String: String] always encodes.
+        (try? frame(ErrorReply(error: error.name, parameters: error.parameters))) ?? [0]
+    }
+
+    private static func frame(_ value: some Encodable) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array(try encoder.encode(value)) + [0]
+    }
+}

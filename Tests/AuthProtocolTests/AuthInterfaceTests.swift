@@ -1,0 +1,66 @@
+import AuthProtocol
+import Foundation
+import Testing
+
+@Suite("The com.exponea.Auth interface description")
+struct AuthInterfaceTests {
+    @Test func declaresEveryMethodTheDaemonKnows() {
+        for method in AuthInterface.Method.allCases {
+            #expect(AuthInterface.description.contains("\nmethod \(method.rawValue)("), "\(method)")
+            #expect(AuthInterface.Method(qualifiedName: method.qualifiedName) == method)
+        }
+        #expect(AuthInterface.Method(qualifiedName: "com.exponea.Auth.Nope") == nil)
+        #expect(AuthInterface.Method(qualifiedName: "org.varlink.service.GetInfo") == nil)
+    }
+
+    @Test func declaresEveryInterfaceError() {
+        let errors: [VarlinkError] = [
+            .malformedToken(code: "", message: ""), .invalidGroupName(message: ""), .permissionDenied(group: ""),
+            .storeFailure(message: ""),
+        ]
+        for error in errors {
+            let member = error.name.split(separator: ".").last!
+            #expect(error.name.hasPrefix("com.exponea.Auth."))
+            #expect(AuthInterface.description.contains("\nerror \(member) ("), "\(member)")
+            for parameter in error.parameters.keys {
+                #expect(AuthInterface.description.contains("\(parameter): string"))
+            }
+        }
+    }
+
+    @Test func isTheShippedFile() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Sources/AuthProtocol/com.exponea.Auth.varlink").standardized
+        #expect(try String(contentsOf: file, encoding: .utf8) == AuthInterface.description)
+        #expect(AuthInterface.description.contains("interface com.exponea.Auth\n"))
+    }
+
+    @Test func theReferenceVarlinkImplementationParsesBothInterfaces() throws {
+        let script = """
+            import sys, varlink
+            for text in sys.stdin.read().split("\\0"):
+                interface = varlink.Interface(text)
+                print(interface.name, " ".join(sorted(interface.members)))
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(Data((AuthInterface.description + "\0" + VarlinkService.description).utf8))
+        try input.fileHandleForWriting.close()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "python3 with the varlink package (scripts/install-deps) is needed")
+        let lines = printed.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(lines.first?.hasPrefix("com.exponea.Auth AcknowledgeFlush Anonymize ClaimRefresh Claims") == true)
+        #expect(
+            lines.last
+                == "org.varlink.service ExpectedMore GetInfo GetInterfaceDescription InterfaceNotFound InvalidParameter MethodNotFound MethodNotImplemented PermissionDenied"
+        )
+    }
+}
