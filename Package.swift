@@ -72,6 +72,7 @@ let package = Package(
             name: "AuthDaemon",
             dependencies: [
                 "AuthCore",
+                "AuthProtocol",
                 "AuthStore",
                 "Systemd",
                 .product(name: "Logging", package: "swift-log"),

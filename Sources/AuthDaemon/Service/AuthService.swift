@@ -1,0 +1,390 @@
+import AuthCore
+import AuthProtocol
+import AuthStore
+import Foundation
+import Logging
+
+/// The app groups' tokens and what happens to them: the semantics of every `com.exponea.Auth` method,
+/// independent of the transport that carries the calls.
+///
+/// One actor serialises all changes, so a group's store writes, generation, events and waiters always agree.
+/// Store writes happen before memory changes: a failed write leaves the group as it was.
+public actor AuthService {
+    /// How long a ClaimRefresh grant holds before another app may be granted the same generation (R28).
+    public nonisolated let refreshLease: TimeInterval
+    /// The window in which the same jwtError (group, reason, generation) is sent only once.
+    public nonisolated let jwtErrorWindow: TimeInterval
+    /// How long a clear waits for the group's apps to acknowledge the flush (R9).
+    public nonisolated let flushTimeout: Duration
+
+    private let store: TokenStore
+    private let now: @Sendable () -> Date
+    private let logger: Logger
+    private var groups: [AppGroup: GroupState] = [:]
+    private var nextID: UInt64 = 0
+    private var observers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
+
+    /// Events a subscriber may have unread before it is dropped.
+    static let subscriberBuffer = 256
+
+    /// Creates the service over an opened store, with its records loaded.
+    ///
+    /// - Parameters:
+    ///   - records: The records loaded from `store` at start.
+    ///   - now: The wall clock (injectable for tests).
+    public init(
+        store: TokenStore,
+        records: [TokenRecord],
+        refreshLease: TimeInterval = 15,
+        jwtErrorWindow: TimeInterval = 2,
+        flushTimeout: Duration = .seconds(2),
+        now: @escaping @Sendable () -> Date = Date.init,
+        logger: Logger
+    ) {
+        self.store = store
+        self.refreshLease = refreshLease
+        self.jwtErrorWindow = jwtErrorWindow
+        self.flushTimeout = flushTimeout
+        self.now = now
+        self.logger = logger
+        for record in records {
+            groups[record.group] = GroupState(
+                token: record.token,
+                customerIds: record.customerIds,
+                generation: record.generation,
+                changedAt: record.changedAt
+            )
+        }
+    }
+
+    // MARK: Tokens
+
+    /// Stores `token` for `group` and sends `tokenRefreshed` to its apps, even when the token has already
+    /// expired (R4, R6).
+    public func setToken(_ token: String, for group: AppGroup) throws(AuthServiceError) -> (UInt64, StreamJWT) {
+        let jwt: StreamJWT
+        do {
+            jwt = try StreamJWT(parsing: token)
+        } catch {
+            throw .malformedToken(error)
+        }
+        let state = groups[group] ?? GroupState()
+        let generation = try commit(group, token: jwt, customerIds: state.customerIds)
+        return (generation, jwt)
+    }
+
+    /// The group's token and generation, with no side effects.
+    public func token(for group: AppGroup) -> (token: StreamJWT?, generation: UInt64) {
+        let state = groups[group]
+        return (state?.token, state?.generation ?? 0)
+    }
+
+    /// The check before a stream request (R15-R17): the token to send (even an expired one, R16) and its
+    /// state; when the state calls for the handler, the group's apps get a `jwtError` event.
+    public func preflight(_ group: AppGroup) -> PreflightResult {
+        let state = groups[group]
+        let tokenState = TokenState(state?.token, at: now())
+        let reason = tokenState.errorReason
+        if let reason { sendJwtError(group, reason: reason) }
+        return PreflightResult(
+            token: state?.token.map { CompactToken($0.compact) },
+            state: tokenState,
+            reason: reason,
+            generation: state?.generation ?? 0
+        )
+    }
+
+    /// Decides about a failed stream request (R19-R21). A request that carried an older token than the
+    /// current one is retried at once, with no handler; otherwise the group's apps get a `jwtError` event when
+    /// the decision has a reason.
+    public func reportAuthFailure(
+        _ group: AppGroup,
+        status: Int,
+        sentGeneration: UInt64?,
+        serverSaysExpired: Bool
+    ) -> RetryDecision {
+        let state = groups[group]
+        let current = state?.generation ?? 0
+        let replaced = sentGeneration.map { $0 < current } ?? false
+        let sent: TokenState = sentGeneration == nil ? .notProvided : TokenState(state?.token, at: now())
+        let decision = RetryDecision(
+            status: status,
+            sentToken: sent,
+            serverSaysExpired: serverSaysExpired,
+            tokenReplaced: replaced
+        )
+        if let reason = decision.reason { sendJwtError(group, reason: reason) }
+        return decision
+    }
+
+    /// Returns as soon as the group's generation is newer than `after`, or when `timeout` has passed (R18,
+    /// R22), with the token then current.
+    public func waitForToken(_ group: AppGroup, after: UInt64, timeout: Duration) async -> (StreamJWT?, UInt64) {
+        if (groups[group]?.generation ?? 0) <= after && timeout > .zero {
+            let id = makeID()
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    groups[group, default: GroupState()].waiters[id] = continuation
+                    Task { [weak self] in
+                        try? await Task.sleep(for: timeout)
+                        await self?.resumeWaiter(group, id)
+                    }
+                }
+            } onCancel: {
+                Task { [weak self] in await self?.resumeWaiter(group, id) }
+            }
+        }
+        let state = groups[group]
+        return (state?.token, state?.generation ?? 0)
+    }
+
+    /// Stores the customer ids, and the token when given; without a token the stored one is cleared (R7).
+    public func identifyCustomer(_ group: AppGroup, customerIds: [String: String], token: String?)
+        throws(AuthServiceError) -> UInt64
+    {
+        var jwt: StreamJWT?
+        if let token {
+            do {
+                jwt = try StreamJWT(parsing: token)
+            } catch {
+                throw .malformedToken(error)
+            }
+        }
+        return try commit(group, token: jwt, customerIds: customerIds)
+    }
+
+    /// Grants the group's refresh of `generation` to the first caller, for ``refreshLease`` seconds (R28). A
+    /// generation older than the current one has already been refreshed and is not granted.
+    public func claimRefresh(_ group: AppGroup, generation: UInt64) -> Bool {
+        var state = groups[group] ?? GroupState()
+        guard generation >= state.generation else { return false }
+        let instant = now()
+        if let lease = state.refreshLease, lease.generation == generation, lease.until > instant { return false }
+        state.refreshLease = (generation, instant.addingTimeInterval(refreshLease))
+        groups[group] = state
+        return true
+    }
+
+    // MARK: Clearing
+
+    /// Why a group's data was cleared.
+    public enum ClearCause: String, Sendable {
+        case anonymize, stopIntegration, clearLocalCustomerData
+    }
+
+    /// Asks the group's apps to flush, waits until each has acknowledged or ``flushTimeout`` passed, then
+    /// removes token and identity from memory and disk and tells the apps (`cleared`) (R8, R9).
+    public func clear(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) {
+        let pids = Set(groups[group]?.subscribers.values.map(\.pid) ?? [])
+        if groups[group]?.pendingFlush != nil {
+            // Another clear is waiting for this group's flush: wait for the same one.
+            await withCheckedContinuation { groups[group]?.pendingFlush?.done.append($0) }
+        } else if !pids.isEmpty {
+            let flushId = UUID().uuidString
+            await withCheckedContinuation { continuation in
+                groups[group, default: GroupState()].pendingFlush = GroupState.PendingFlush(
+                    flushId: flushId,
+                    waitingFor: pids,
+                    done: [continuation]
+                )
+                let request = AuthEvent(
+                    kind: .flushRequested,
+                    group: group.name,
+                    generation: generation(of: group),
+                    flushId: flushId
+                )
+                send(request, to: group)
+                Task { [weak self, flushTimeout] in
+                    try? await Task.sleep(for: flushTimeout)
+                    await self?.finishFlush(group, flushId: flushId, timedOut: true)
+                }
+            }
+        }
+        do {
+            try store.remove(group)
+        } catch {
+            throw .storeFailure(error)
+        }
+        var state = groups[group] ?? GroupState()
+        state.token = nil
+        state.customerIds = [:]
+        state.generation += 1
+        state.changedAt = now()
+        state.refreshLease = nil
+        groups[group] = state
+        logger.info("Cleared app group", metadata: ["authd.group": "\(group)", "authd.cause": "\(cause.rawValue)"])
+        send(
+            AuthEvent(kind: .cleared, group: group.name, generation: state.generation, cause: cause.rawValue), to: group
+        )
+        resumeAllWaiters(group)
+    }
+
+    /// The process `pid` has flushed for `flushId`.
+    public func acknowledgeFlush(_ group: AppGroup, flushId: String, pid: Int32) {
+        guard var flush = groups[group]?.pendingFlush, flush.flushId == flushId else { return }
+        flush.waitingFor.remove(pid)
+        groups[group]?.pendingFlush = flush
+        if flush.waitingFor.isEmpty { finishFlush(group, flushId: flushId, timedOut: false) }
+    }
+
+    // MARK: Events
+
+    /// The group's events from now on, for the process `pid`. The stream ends when the subscriber falls more
+    /// than ``subscriberBuffer`` events behind, or is cancelled.
+    public func subscribe(_ group: AppGroup, pid: Int32) -> AsyncStream<AuthEvent> {
+        let id = makeID()
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: AuthEvent.self,
+            bufferingPolicy: .bufferingOldest(Self.subscriberBuffer)
+        )
+        groups[group, default: GroupState()].subscribers[id] = GroupState.Subscriber(
+            pid: pid, continuation: continuation)
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.unsubscribe(group, id) }
+        }
+        return stream
+    }
+
+    /// Every group's events, for the D-Bus announcer.
+    public func observeAll() -> AsyncStream<AuthEvent> {
+        let id = makeID()
+        let (stream, continuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        observers[id] = continuation
+        continuation.onTermination = { [weak self] _ in Task { await self?.stopObserving(id) } }
+        return stream
+    }
+
+    /// A summary of every group.
+    public func summaries() -> [GroupSummary] {
+        let instant = now()
+        return groups.sorted { $0.key < $1.key }.map { group, state in
+            GroupSummary(
+                name: group.name,
+                hasToken: state.token != nil,
+                state: TokenState(state.token, at: instant),
+                expiresAt: state.token?.claims.expiresAt.timeIntervalSince1970,
+                generation: state.generation,
+                subscribers: state.subscribers.count
+            )
+        }
+    }
+
+    // MARK: Internals
+
+    private func commit(_ group: AppGroup, token: StreamJWT?, customerIds: [String: String]) throws(AuthServiceError)
+        -> UInt64
+    {
+        var state = groups[group] ?? GroupState()
+        let record = TokenRecord(
+            group: group,
+            token: token,
+            customerIds: customerIds,
+            generation: state.generation + 1,
+            changedAt: now()
+        )
+        do {
+            try store.save(record)
+        } catch {
+            logger.error("Cannot store the token", metadata: ["authd.group": "\(group)", "authd.error": "\(error)"])
+            throw .storeFailure(error)
+        }
+        state.token = token
+        state.customerIds = customerIds
+        state.generation = record.generation
+        state.changedAt = record.changedAt
+        state.refreshLease = nil
+        groups[group] = state
+        logger.info(
+            "Token set",
+            metadata: [
+                "authd.group": "\(group)", "authd.generation": "\(record.generation)",
+                "authd.state": "\(TokenState(token, at: record.changedAt))",
+            ]
+        )
+        if token != nil {
+            send(AuthEvent(kind: .tokenRefreshed, group: group.name, generation: record.generation), to: group)
+        }
+        resumeAllWaiters(group)
+        return record.generation
+    }
+
+    private func sendJwtError(_ group: AppGroup, reason: JwtErrorReason) {
+        var state = groups[group] ?? GroupState()
+        let key = GroupState.JwtErrorKey(reason: reason, generation: state.generation)
+        let instant = now()
+        if let last = state.lastJwtError[key], instant.timeIntervalSince(last) < jwtErrorWindow { return }
+        state.lastJwtError = state.lastJwtError.filter { instant.timeIntervalSince($0.value) < jwtErrorWindow }
+        state.lastJwtError[key] = instant
+        groups[group] = state
+        logger.notice(
+            "JWT error",
+            metadata: [
+                "authd.group": "\(group)", "authd.reason": "\(reason)", "authd.generation": "\(state.generation)",
+            ]
+        )
+        send(
+            AuthEvent(
+                kind: .jwtError,
+                group: group.name,
+                generation: state.generation,
+                reason: reason,
+                customerIds: state.customerIds
+            ),
+            to: group
+        )
+    }
+
+    private func send(_ event: AuthEvent, to group: AppGroup) {
+        for (id, subscriber) in groups[group]?.subscribers ?? [:] {
+            if case .dropped = subscriber.continuation.yield(event) {
+                logger.warning(
+                    "Dropping a subscriber that does not read its events",
+                    metadata: ["authd.group": "\(group)", "authd.pid": "\(subscriber.pid)"]
+                )
+                subscriber.continuation.finish()
+                unsubscribe(group, id)
+            }
+        }
+        for observer in observers.values { observer.yield(event) }
+    }
+
+    private func unsubscribe(_ group: AppGroup, _ id: UInt64) {
+        guard let subscriber = groups[group]?.subscribers.removeValue(forKey: id) else { return }
+        // A process that is gone will not acknowledge a flush.
+        let stillThere = groups[group]?.subscribers.values.contains { $0.pid == subscriber.pid } ?? false
+        if !stillThere, let flush = groups[group]?.pendingFlush {
+            acknowledgeFlush(group, flushId: flush.flushId, pid: subscriber.pid)
+        }
+    }
+
+    private func stopObserving(_ id: UInt64) { observers[id] = nil }
+
+    private func finishFlush(_ group: AppGroup, flushId: String, timedOut: Bool) {
+        guard let flush = groups[group]?.pendingFlush, flush.flushId == flushId else { return }
+        groups[group]?.pendingFlush = nil
+        if timedOut {
+            logger.warning(
+                "Clearing without every app's flush acknowledgement",
+                metadata: ["authd.group": "\(group)", "authd.missing": "\(flush.waitingFor.count)"]
+            )
+        }
+        for waiting in flush.done { waiting.resume() }
+    }
+
+    private func resumeWaiter(_ group: AppGroup, _ id: UInt64) {
+        groups[group]?.waiters.removeValue(forKey: id)?.resume()
+    }
+
+    private func resumeAllWaiters(_ group: AppGroup) {
+        guard let waiters = groups[group]?.waiters, !waiters.isEmpty else { return }
+        groups[group]?.waiters = [:]
+        for waiter in waiters.values { waiter.resume() }
+    }
+
+    private func generation(of group: AppGroup) -> UInt64 { groups[group]?.generation ?? 0 }
+
+    private func makeID() -> UInt64 {
+        nextID += 1
+        return nextID
+    }
+}

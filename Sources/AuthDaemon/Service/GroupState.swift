@@ -1,0 +1,41 @@
+import AuthCore
+import AuthProtocol
+import Foundation
+
+/// What the service holds for one app group in memory.
+struct GroupState {
+    var token: StreamJWT?
+    var customerIds: [String: String] = [:]
+    /// Grows on every change of token or identity, never goes back while the daemon runs.
+    var generation: UInt64 = 0
+    var changedAt: Date = .distantPast
+    /// Apps streaming the group's events, by subscription id.
+    var subscribers: [UInt64: Subscriber] = [:]
+    /// WaitForToken calls waiting for a newer generation, by waiter id.
+    var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    /// The ClaimRefresh lease: the generation it is for, and until when it holds.
+    var refreshLease: (generation: UInt64, until: Date)?
+    /// When each (reason, generation) jwtError was last sent, to send it once per window.
+    var lastJwtError: [JwtErrorKey: Date] = [:]
+    /// The flush a clear is waiting for.
+    var pendingFlush: PendingFlush?
+
+    struct Subscriber {
+        /// The process that subscribed, so its AcknowledgeFlush can be matched.
+        var pid: Int32
+        var continuation: AsyncStream<AuthEvent>.Continuation
+    }
+
+    struct JwtErrorKey: Hashable {
+        var reason: JwtErrorReason
+        var generation: UInt64
+    }
+
+    struct PendingFlush {
+        var flushId: String
+        /// The processes that have not yet acknowledged.
+        var waitingFor: Set<Int32>
+        /// The clears waiting for the flush to end.
+        var done: [CheckedContinuation<Void, Never>]
+    }
+}

@@ -1,0 +1,276 @@
+import AuthCore
+import AuthDaemon
+import AuthProtocol
+import AuthStore
+import AuthTestKit
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@Suite("The service's method semantics")
+struct AuthServiceTests {
+    /// A service over a fresh store, with a clock the test moves.
+    final class Fixture: Sendable {
+        let directory: TemporaryDirectory
+        let store: TokenStore
+        let clock = Locked(Date(timeIntervalSince1970: 1_900_000_000))
+        let service: AuthService
+        let shop = try! AppGroup("shop")
+        let signer = TestJWT()
+
+        init(flushTimeout: Duration = .seconds(2)) throws {
+            directory = try TemporaryDirectory(prefix: "authd-service")
+            let key = try StoreKey(material: Array(repeating: 7, count: 32))
+            store = try TokenStore(directory: directory.appending("state"), key: key, logger: Logger(label: "test"))
+            let clock = self.clock
+            service = AuthService(
+                store: store,
+                records: [],
+                flushTimeout: flushTimeout,
+                now: { clock.withLock { $0 } },
+                logger: Logger(label: "test")
+            )
+        }
+
+        deinit { directory.remove() }
+
+        var now: Date { clock.withLock { $0 } }
+        func advance(_ seconds: TimeInterval) { clock.withLock { $0 = $0.addingTimeInterval(seconds) } }
+        func token(expiringIn seconds: TimeInterval, ids: [String: String] = ["registered": "alice"]) -> String {
+            signer.token(expiringIn: seconds, from: now, ids: ids)
+        }
+    }
+
+    /// Collects a stream's events in the background.
+    final class Collector: Sendable {
+        let events = Locked<[AuthEvent]>([])
+        let task: Task<Void, Never>
+
+        init(_ stream: AsyncStream<AuthEvent>) {
+            let events = self.events
+            task = Task { for await event in stream { events.withLock { $0.append(event) } } }
+        }
+
+        var kinds: [AuthEvent.Kind] { events.withLock { $0.map(\.kind) } }
+
+        /// Waits without blocking a thread: the collecting task needs one of the few the pool has.
+        func waitFor(count: Int) async -> Bool {
+            let deadline = ContinuousClock.now + .seconds(3)
+            while events.withLock({ $0.count }) < count {
+                guard ContinuousClock.now < deadline else { return false }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return true
+        }
+
+        deinit { task.cancel() }
+    }
+
+    @Test func setTokenStoresItAndTellsEveryAppEvenWhenItHasExpired() async throws {
+        let fixture = try Fixture()
+        let events = Collector(await fixture.service.subscribe(fixture.shop, pid: 1))
+        let expired = fixture.token(expiringIn: -10)
+
+        let (generation, jwt) = try await fixture.service.setToken(expired, for: fixture.shop)
+
+        #expect(generation == 1)
+        #expect(jwt.compact == expired)
+        #expect(try fixture.store.load(fixture.shop)?.token?.compact == expired)
+        #expect(await events.waitFor(count: 1))
+        #expect(events.events.withLock { $0 } == [AuthEvent(kind: .tokenRefreshed, group: "shop", generation: 1)])
+        let (current, currentGeneration) = await fixture.service.token(for: fixture.shop)
+        #expect(current?.compact == expired && currentGeneration == 1)
+    }
+
+    @Test func aMalformedTokenIsRefusedAndNothingChanges() async throws {
+        let fixture = try Fixture()
+        _ = try await fixture.service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        await #expect {
+            try await fixture.service.setToken("a.b", for: fixture.shop)
+        } throws: { error in
+            guard case .malformedToken(.notThreeParts(found: 2))? = error as? AuthServiceError else { return false }
+            return true
+        }
+        #expect(await fixture.service.token(for: fixture.shop).generation == 1)
+    }
+
+    @Test func aStoreFailureKeepsThePreviousToken() async throws {
+        let fixture = try Fixture()
+        let first = fixture.token(expiringIn: 3600)
+        _ = try await fixture.service.setToken(first, for: fixture.shop)
+        try FileManager.default.removeItem(atPath: fixture.directory.appending("state"))
+
+        await #expect {
+            try await fixture.service.setToken(fixture.token(expiringIn: 7200), for: fixture.shop)
+        } throws: { error in
+            guard case .storeFailure? = error as? AuthServiceError else { return false }
+            return true
+        }
+        let (token, generation) = await fixture.service.token(for: fixture.shop)
+        #expect(token?.compact == first && generation == 1)
+    }
+
+    @Test func preflightReportsEachStateAndSendsOneJwtErrorPerWindow() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        let events = Collector(await service.subscribe(fixture.shop, pid: 1))
+
+        let none = await service.preflight(fixture.shop)
+        #expect(none.state == .notProvided && none.reason == .notProvided && none.token == nil)
+        _ = await service.preflight(fixture.shop)  // within the window: no second event
+
+        _ = try await service.identifyCustomer(
+            fixture.shop, customerIds: ["registered": "bob"], token: fixture.token(expiringIn: 30))
+        let soon = await service.preflight(fixture.shop)
+        #expect(soon.state == .expiredSoon && soon.reason == .expiredSoon && soon.token != nil)
+
+        fixture.advance(31)
+        let expired = await service.preflight(fixture.shop)
+        #expect(expired.state == .expired && expired.reason == .expired)
+        #expect(expired.token != nil)  // R16: the expired token is still sent
+
+        fixture.advance(10)
+        _ = await service.preflight(fixture.shop)  // a new window: the same reason again
+
+        #expect(await events.waitFor(count: 5))
+        let errors = events.events.withLock { $0.filter { $0.kind == .jwtError } }
+        #expect(errors.map(\.reason) == [.notProvided, .expiredSoon, .expired, .expired])
+        #expect(errors.last?.customerIds == ["registered": "bob"])
+
+        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        let valid = await service.preflight(fixture.shop)
+        #expect(valid.state == .valid && valid.reason == nil)
+    }
+
+    @Test func authFailuresFollowTheRetryRules() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+
+        // The request carried generation 1, but 2 is current: retry at once, no handler.
+        let replaced = await service.reportAuthFailure(
+            fixture.shop, status: 401, sentGeneration: 1, serverSaysExpired: false)
+        #expect(replaced == RetryDecision(retry: true, reason: nil))
+        let invalid = await service.reportAuthFailure(
+            fixture.shop, status: 401, sentGeneration: 2, serverSaysExpired: false)
+        #expect(invalid == RetryDecision(retry: true, reason: .invalid))
+        let expired = await service.reportAuthFailure(
+            fixture.shop, status: 401, sentGeneration: 2, serverSaysExpired: true)
+        #expect(expired == RetryDecision(retry: true, reason: .expired))
+        let scope = await service.reportAuthFailure(
+            fixture.shop, status: 403, sentGeneration: 2, serverSaysExpired: false)
+        #expect(scope == RetryDecision(retry: false, reason: nil))
+        let none = await service.reportAuthFailure(
+            fixture.shop, status: 403, sentGeneration: nil, serverSaysExpired: false)
+        #expect(none == RetryDecision(retry: true, reason: .notProvided))
+    }
+
+    @Test func waitForTokenEndsAsSoonAsANewerTokenIsSet() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        let token = fixture.token(expiringIn: 3600)
+
+        let started = ContinuousClock.now
+        async let waited = service.waitForToken(fixture.shop, after: 0, timeout: .seconds(5))
+        try await Task.sleep(for: .milliseconds(50))
+        _ = try await service.setToken(token, for: fixture.shop)
+        let (jwt, generation) = await waited
+        #expect(jwt?.compact == token && generation == 1)
+        #expect(ContinuousClock.now - started < .seconds(2))
+
+        // Already newer: at once.
+        #expect(await service.waitForToken(fixture.shop, after: 0, timeout: .seconds(5)).1 == 1)
+        // Nothing newer: after the timeout, with the current generation.
+        let before = ContinuousClock.now
+        #expect(await service.waitForToken(fixture.shop, after: 1, timeout: .milliseconds(100)).1 == 1)
+        #expect(ContinuousClock.now - before >= .milliseconds(100))
+    }
+
+    @Test func identifyWithoutATokenClearsTheTokenAndKeepsTheIds() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        let generation = try await service.identifyCustomer(
+            fixture.shop,
+            customerIds: ["registered": "carol"],
+            token: fixture.token(expiringIn: 3600)
+        )
+        #expect(generation == 1)
+        #expect(try await service.identifyCustomer(fixture.shop, customerIds: ["registered": "dave"], token: nil) == 2)
+        #expect(await service.token(for: fixture.shop).token == nil)
+        let record = try fixture.store.load(fixture.shop)
+        #expect(record?.token == nil && record?.customerIds == ["registered": "dave"])
+    }
+
+    @Test func onlyOneOfManyConcurrentClaimsIsGrantedUntilTheLeaseLapses() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        _ = try await service.setToken(fixture.token(expiringIn: 30), for: fixture.shop)
+        let grants = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<20 { group.addTask { await service.claimRefresh(fixture.shop, generation: 1) } }
+            return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(grants == 1)
+        fixture.advance(service.refreshLease + 1)
+        #expect(await service.claimRefresh(fixture.shop, generation: 1))
+        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        #expect(!(await service.claimRefresh(fixture.shop, generation: 1)))  // already refreshed
+        #expect(await service.claimRefresh(fixture.shop, generation: 2))
+    }
+
+    @Test func clearWaitsForEveryAppsFlushThenRemovesTokenAndIdentity() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        _ = try await service.identifyCustomer(
+            fixture.shop, customerIds: ["registered": "erin"], token: fixture.token(expiringIn: 3600))
+        let first = Collector(await service.subscribe(fixture.shop, pid: 101))
+        let second = Collector(await service.subscribe(fixture.shop, pid: 102))
+
+        let clearing = Task { try await service.clear(fixture.shop, cause: .anonymize) }
+        #expect(await first.waitFor(count: 1))
+        #expect(await second.waitFor(count: 1))
+        let flushId = try #require(first.events.withLock { $0.first?.flushId })
+        #expect(first.kinds == [.flushRequested])
+        await service.acknowledgeFlush(fixture.shop, flushId: flushId, pid: 101)
+        #expect(try fixture.store.load(fixture.shop) != nil)  // still waiting for 102
+        await service.acknowledgeFlush(fixture.shop, flushId: flushId, pid: 102)
+        try await clearing.value
+
+        #expect(try fixture.store.load(fixture.shop) == nil)
+        #expect(await service.token(for: fixture.shop).token == nil)
+        #expect(await first.waitFor(count: 2))
+        let cleared = try #require(first.events.withLock { $0.last })
+        #expect(cleared.kind == .cleared && cleared.cause == "anonymize" && cleared.generation == 2)
+    }
+
+    @Test func clearCompletesAfterTheBoundWhenAnAppNeverAcknowledges() async throws {
+        let fixture = try Fixture(flushTimeout: .milliseconds(200))
+        let service = fixture.service
+        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        let silent = Collector(await service.subscribe(fixture.shop, pid: 7))
+        let started = ContinuousClock.now
+        try await service.clear(fixture.shop, cause: .clearLocalCustomerData)
+        #expect(ContinuousClock.now - started >= .milliseconds(200))
+        #expect(try fixture.store.load(fixture.shop) == nil)
+        #expect(await silent.waitFor(count: 2))
+        #expect(silent.kinds == [.flushRequested, .cleared])
+    }
+
+    @Test func clearWithoutSubscribersIsImmediateAndSummariesFollow() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        #expect(await service.summaries().map(\.hasToken) == [true])
+        try await service.clear(fixture.shop, cause: .stopIntegration)
+        let summary = try #require(await service.summaries().first)
+        #expect(summary.name == "shop" && !summary.hasToken && summary.state == .notProvided && summary.generation == 2)
+    }
+}
+
+/// A value behind a lock, shareable between tasks and closures.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<T>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
+}
