@@ -1,0 +1,129 @@
+import AuthCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Who may use which app group, in system mode: read from `authd.conf` and its drop-ins.
+///
+/// ```ini
+/// # /etc/exponea-authd/authd.conf.d/shop.conf
+/// [AppGroup]
+/// Name=com.example.shop
+/// Users=shop-app shop-widget
+/// Groups=shop-apps
+/// ```
+///
+/// Root may use every group; anyone else only the groups whose `Users=` name them, or whose `Groups=` name a
+/// group they belong to. Sections for the same group add up, in file order.
+public struct AccessPolicy: Sendable {
+    /// The users and groups allowed per app group.
+    public private(set) var rules: [AppGroup: Rule] = [:]
+    /// What could not be resolved (unknown users or groups), to log; the rest is in force.
+    public private(set) var warnings: [String] = []
+
+    /// Who may use one app group.
+    public struct Rule: Hashable, Sendable {
+        public var uids: Set<UInt32> = []
+        public var gids: Set<UInt32> = []
+    }
+
+    /// A policy that allows nobody but root.
+    public init() {}
+
+    /// Reads the configuration: `directory/authd.conf`, then `directory/authd.conf.d/*.conf` in lexical
+    /// order. Missing files are fine (nobody but root is allowed).
+    ///
+    /// - Throws: ``ConfigurationError`` for the first file that cannot be read or parsed.
+    public init(directory: String, users: any UserDatabase = SystemUserDatabase()) throws(ConfigurationError) {
+        var files: [(name: String, text: String)] = []
+        let main = directory + "/authd.conf"
+        if let text = try Self.read(main) { files.append((main, text)) }
+        let dropIns = directory + "/authd.conf.d"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dropIns)) ?? []
+        for name in names.filter({ $0.hasSuffix(".conf") }).sorted() {
+            if let text = try Self.read(dropIns + "/" + name) { files.append((dropIns + "/" + name, text)) }
+        }
+        try self.init(files: files, users: users)
+    }
+
+    /// Builds a policy from the texts of configuration files, in order.
+    public init(files: [(name: String, text: String)], users: any UserDatabase) throws(ConfigurationError) {
+        for (name, text) in files {
+            let file = try ConfigurationFile(parsing: text, name: name)
+            for section in file.sections {
+                guard section.name == "AppGroup" else {
+                    warnings.append("\(name):\(section.line): unknown section [\(section.name)], ignored")
+                    continue
+                }
+                try add(section, file: name, users: users)
+            }
+        }
+    }
+
+    /// Whether a process of `uid` (primary group `gid`) may use `group`.
+    public func allows(uid: UInt32, gid: UInt32, group: AppGroup, users: any UserDatabase = SystemUserDatabase())
+        -> Bool
+    {
+        if uid == 0 { return true }
+        guard let rule = rules[group] else { return false }
+        if rule.uids.contains(uid) || rule.gids.contains(gid) { return true }
+        guard !rule.gids.isEmpty else { return false }
+        return !rule.gids.isDisjoint(with: users.groups(ofUID: uid))
+    }
+
+    private mutating func add(_ section: ConfigurationFile.Section, file: String, users: any UserDatabase)
+        throws(ConfigurationError)
+    {
+        let names = section.values("Name")
+        guard let name = names.last, !name.isEmpty else {
+            throw ConfigurationError(file: file, line: section.line, message: "[AppGroup] needs Name=")
+        }
+        let group: AppGroup
+        do {
+            group = try AppGroup(name)
+        } catch {
+            throw ConfigurationError(file: file, line: section.line, message: "Name=\(name): \(error)")
+        }
+        var rule = rules[group] ?? Rule()
+        for assignment in section.assignments {
+            let entries = assignment.value.split(whereSeparator: \.isWhitespace).map(String.init)
+            switch assignment.key {
+            case "Name":
+                continue
+            case "Users":
+                for entry in entries {
+                    if let uid = UInt32(entry) ?? users.uid(ofUser: entry) {
+                        rule.uids.insert(uid)
+                    } else {
+                        warnings.append("\(file):\(assignment.line): no user '\(entry)', ignored")
+                    }
+                }
+            case "Groups":
+                for entry in entries {
+                    if let gid = UInt32(entry) ?? users.gid(ofGroup: entry) {
+                        rule.gids.insert(gid)
+                    } else {
+                        warnings.append("\(file):\(assignment.line): no group '\(entry)', ignored")
+                    }
+                }
+            default:
+                warnings.append("\(file):\(assignment.line): unknown key '\(assignment.key)', ignored")
+            }
+        }
+        rules[group] = rule
+    }
+
+    private static func read(_ path: String) throws(ConfigurationError) -> String? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        guard let data = FileManager.default.contents(atPath: path), data.count <= 1024 * 1024 else {
+            throw ConfigurationError(file: path, line: 0, message: "cannot be read, or is larger than 1 MiB")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(file: path, line: 0, message: "is not UTF-8 text")
+        }
+        return text
+    }
+}

@@ -1,0 +1,132 @@
+import AuthCore
+import AuthDaemon
+import AuthTestKit
+import Foundation
+import Testing
+
+@Suite("Access configuration (authd.conf and drop-ins)")
+struct AccessPolicyTests {
+    struct FakeUsers: UserDatabase {
+        var users = ["shop-app": UInt32(1001), "widget": 1002, "news-app": 1003]
+        var groups = ["shop-apps": UInt32(2001)]
+        var membership: [UInt32: Set<UInt32>] = [1004: [1004, 2001]]
+        func uid(ofUser name: String) -> UInt32? { users[name] }
+        func gid(ofGroup name: String) -> UInt32? { groups[name] }
+        func groups(ofUID uid: UInt32) -> Set<UInt32> { membership[uid] ?? [uid] }
+    }
+
+    let users = FakeUsers()
+    let shop = try! AppGroup("shop")
+    let news = try! AppGroup("news")
+
+    @Test func usersAndGroupsAreAllowedTheirAppGroupsOnly() throws {
+        let policy = try AccessPolicy(
+            files: [
+                (
+                    "authd.conf",
+                    """
+                    # The shop's apps
+                    [AppGroup]
+                    Name=shop
+                    Users=shop-app widget
+                    Groups=shop-apps
+
+                    [AppGroup]
+                    Name = news
+                    Users = 1003
+                    """
+                )
+            ],
+            users: users
+        )
+        #expect(policy.warnings.isEmpty)
+        #expect(policy.allows(uid: 1001, gid: 1001, group: shop, users: users))
+        #expect(policy.allows(uid: 1002, gid: 1002, group: shop, users: users))
+        #expect(!policy.allows(uid: 1001, gid: 1001, group: news, users: users))
+        #expect(policy.allows(uid: 1003, gid: 1003, group: news, users: users))
+        // By primary group of the process, and by supplementary membership of the user.
+        #expect(policy.allows(uid: 4242, gid: 2001, group: shop, users: users))
+        #expect(policy.allows(uid: 1004, gid: 1004, group: shop, users: users))
+        #expect(!policy.allows(uid: 4242, gid: 4242, group: shop, users: users))
+        // Root may use every group; nobody may use a group that is not configured.
+        #expect(policy.allows(uid: 0, gid: 0, group: try AppGroup("other"), users: users))
+        #expect(!policy.allows(uid: 1001, gid: 1001, group: try AppGroup("other"), users: users))
+    }
+
+    @Test func dropInsAddUpInLexicalOrder() throws {
+        let directory = try TemporaryDirectory(prefix: "authd-conf")
+        defer { directory.remove() }
+        try FileManager.default.createDirectory(
+            atPath: directory.appending("authd.conf.d"), withIntermediateDirectories: true)
+        try "[AppGroup]\nName=shop\nUsers=shop-app\n".write(
+            toFile: directory.appending("authd.conf"), atomically: true, encoding: .utf8)
+        try "[AppGroup]\nName=shop\nUsers=widget\n".write(
+            toFile: directory.appending("authd.conf.d/10-widget.conf"),
+            atomically: true,
+            encoding: .utf8
+        )
+        try "[AppGroup]\nName=news\nUsers=news-app\n".write(
+            toFile: directory.appending("authd.conf.d/20-news.conf"),
+            atomically: true,
+            encoding: .utf8
+        )
+        try "not even INI".write(toFile: directory.appending("authd.conf.d/README"), atomically: true, encoding: .utf8)
+
+        let policy = try AccessPolicy(directory: directory.path, users: users)
+        #expect(policy.rules[shop]?.uids == [1001, 1002])
+        #expect(policy.rules[news]?.uids == [1003])
+    }
+
+    @Test func noConfigurationAllowsOnlyRoot() throws {
+        let directory = try TemporaryDirectory(prefix: "authd-conf")
+        defer { directory.remove() }
+        let policy = try AccessPolicy(directory: directory.path, users: users)
+        #expect(policy.rules.isEmpty)
+        #expect(!policy.allows(uid: 1001, gid: 1001, group: shop, users: users))
+        #expect(policy.allows(uid: 0, gid: 0, group: shop, users: users))
+    }
+
+    @Test(arguments: [
+        ("Users=x\n", 1, "'Users=' comes before any [Section]"),
+        ("[AppGroup]\nUsers x\n", 2, "expected 'Key=Value', '[Section]' or a comment"),
+        ("[AppGroup\nName=shop\n", 1, "a section header is '[Name]'"),
+        ("[AppGroup]\n=shop\n", 2, "the assignment has no key"),
+        ("[AppGroup]\nUsers=shop-app\n", 1, "[AppGroup] needs Name="),
+        ("[AppGroup]\nName=../etc\n", 1, "Name=../etc: the app group name starts with '.'"),
+    ])
+    func badFilesSayWhereAndWhat(text: String, line: Int, message: String) {
+        #expect {
+            try AccessPolicy(files: [("bad.conf", text)], users: users)
+        } throws: { error in
+            guard let error = error as? ConfigurationError else { return false }
+            return error.file == "bad.conf" && error.line == line && error.message.hasPrefix(message)
+                && error.description.hasPrefix("bad.conf:\(line): ")
+        }
+    }
+
+    @Test func unknownNamesAreWarnedAboutAndTheRestStaysInForce() throws {
+        let policy = try AccessPolicy(
+            files: [
+                ("a.conf", "[AppGroup]\nName=shop\nUsers=ghost shop-app\nGroups=phantoms\nColour=blue\n[Daemon]\nX=1\n")
+            ],
+            users: users
+        )
+        #expect(policy.rules[shop]?.uids == [1001])
+        #expect(
+            policy.warnings == [
+                "a.conf:3: no user 'ghost', ignored",
+                "a.conf:4: no group 'phantoms', ignored",
+                "a.conf:5: unknown key 'Colour', ignored",
+                "a.conf:6: unknown section [Daemon], ignored",
+            ]
+        )
+    }
+
+    @Test func theSystemUserDatabaseResolvesRealNames() {
+        let system = SystemUserDatabase()
+        #expect(system.uid(ofUser: "root") == 0)
+        #expect(system.gid(ofGroup: "root") == 0)
+        #expect(system.uid(ofUser: "no-such-user-\(UInt32.random(in: 0...UInt32.max))") == nil)
+        #expect(system.groups(ofUID: 0).contains(0))
+    }
+}
