@@ -9,15 +9,18 @@ public final class PrivateBus: @unchecked Sendable {
     private let directory: TemporaryDirectory
 
     /// Starts the daemon and waits until it prints its address.
-    public init() throws {
+    ///
+    /// - Parameter socketPath: Where the bus listens; a fresh name in a temporary directory when nil.
+    public init(socketPath: String? = nil) throws {
         directory = try TemporaryDirectory(prefix: "authd-bus")
+        let listen = socketPath.map { "unix:path=\($0)" } ?? "unix:dir=\(directory.path)"
         let config = directory.appending("bus.conf")
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
         <busconfig>
           <type>session</type>
-          <listen>unix:dir=\(directory.path)</listen>
+          <listen>\(listen)</listen>
           <auth>EXTERNAL</auth>
           <policy context="default">
             <allow user="*"/>

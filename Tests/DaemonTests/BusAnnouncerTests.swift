@@ -1,0 +1,99 @@
+import AuthCore
+import AuthDaemon
+import AuthProtocol
+import AuthStore
+import AuthTestKit
+import Foundation
+import Logging
+import Testing
+
+@Suite("D-Bus signals from the service's events")
+struct BusAnnouncerTests {
+    @Test func theServicesEventsBecomeSignalsWithoutTokensOrIds() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let announcer = BusAnnouncer(bus: .address(bus.address), logger: Logger(label: "test"))
+        defer { announcer.stop() }
+        #expect(BackgroundProcess.waitUntil { announcer.isConnected })
+
+        let monitor = try BackgroundProcess(
+            "/usr/bin/dbus-monitor",
+            ["--address", bus.address, "type='signal',interface='\(BusAnnouncer.interface)'"]
+        )
+        defer { monitor.stop() }
+        // The monitor needs a moment to attach: announce a probe until it is seen.
+        let probe = AuthEvent(kind: .cleared, group: "probe", generation: 0, cause: "probe")
+        #expect(
+            BackgroundProcess.waitUntil {
+                announcer.announce(probe)
+                usleep(50_000)
+                return monitor.output.contains(#"string "probe""#)
+            }
+        )
+
+        let directory = try TemporaryDirectory(prefix: "authd-announce")
+        defer { directory.remove() }
+        let store = try TokenStore(
+            directory: directory.appending("state"),
+            key: StoreKey(material: Array(repeating: 1, count: 32)),
+            logger: Logger(label: "test")
+        )
+        let service = AuthService(store: store, records: [], logger: Logger(label: "test"))
+        let events = await service.observeAll()
+        let forwarding = Task { for await event in events { announcer.announce(event) } }
+        defer { forwarding.cancel() }
+
+        let shop = try AppGroup("shop")
+        let token = TestJWT().token(expiringIn: 3600, ids: ["registered": "secret-customer"])
+        _ = try await service.identifyCustomer(shop, customerIds: ["registered": "secret-customer"], token: token)
+        _ = try await service.identifyCustomer(shop, customerIds: ["registered": "secret-customer"], token: nil)
+        _ = await service.preflight(shop)
+        try await service.clear(shop, cause: .anonymize)
+
+        #expect(
+            BackgroundProcess.waitUntil {
+                monitor.output.contains("member=Cleared") && monitor.output.contains(#"string "anonymize""#)
+            })
+        let signals = Self.signals(in: monitor.output).filter { !$0.contains(#"string "probe""#) }
+        #expect(
+            signals == [
+                ["TokenRefreshed", #"string "shop""#, "uint64 1"],
+                ["JwtError", #"string "shop""#, #"string "notProvided""#, "uint64 2"],
+                ["Cleared", #"string "shop""#, #"string "anonymize""#],
+            ]
+        )
+        #expect(!monitor.output.contains("secret-customer"))
+        #expect(!monitor.output.contains(token.split(separator: ".")[1]))
+    }
+
+    @Test func aBusThatAppearsLaterIsConnectedTo() throws {
+        let directory = try TemporaryDirectory(prefix: "authd-late-bus")
+        defer { directory.remove() }
+        let path = directory.appending("bus")
+        let announcer = BusAnnouncer(bus: .address("unix:path=\(path)"), logger: Logger(label: "test"))
+        defer { announcer.stop() }
+        usleep(300_000)
+        #expect(!announcer.isConnected)
+
+        let bus = try PrivateBus(socketPath: path)
+        defer { bus.stop() }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(5)) { announcer.isConnected })
+        let names = try ChildProcess.run("/usr/bin/busctl", ["--address=\(bus.address)", "list", "--acquired"])
+        #expect(names.standardOutput.contains(BusAnnouncer.name))
+    }
+
+    /// Each signal in dbus-monitor's output: the member, then its argument lines.
+    static func signals(in output: String) -> [[String]] {
+        var signals: [[String]] = []
+        for line in output.split(separator: "\n") {
+            if line.hasPrefix("signal "), let member = line.split(separator: "member=").last {
+                signals.append([String(member)])
+            } else if line.hasPrefix("   "), !signals.isEmpty {
+                signals[signals.count - 1].append(line.trimmingCharacters(in: .whitespaces))
+            } else {
+                continue
+            }
+        }
+        return signals.filter { $0.first != "NameAcquired" && $0.first != "NameLost" }
+    }
+}
