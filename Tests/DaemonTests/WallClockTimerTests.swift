@@ -66,6 +66,17 @@ struct WallClockTimerTests {
         #expect(try timer.wait(timeout: .milliseconds(100)) == .timedOut)
     }
 
+    @Test func aCallerWithItsOwnEventLoopPollsTheDescriptor() throws {
+        let timer = try WallClockTimer()
+        try timer.arm(at: Date().addingTimeInterval(0.05))
+        var request = pollfd(fd: timer.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&request, 1, 5_000) == 1)
+        #expect(try timer.readEvent() == .fired)
+        #expect(try timer.readEvent() == nil)
+        request.revents = 0
+        #expect(poll(&request, 1, 0) == 0)
+    }
+
     @Test func theDescriptorIsCloseOnExecAndNonBlocking() throws {
         let timer = try WallClockTimer()
         #expect(fcntl(timer.fileDescriptor, F_GETFD) & FD_CLOEXEC != 0)
