@@ -14,6 +14,7 @@
 //       AuthCore (pure rules: no I/O, no clock of its own)
 //                |
 //   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd)
+//   AuthDaemon -> CTimerFD (glibc's <sys/timerfd.h>, which the Glibc module leaves out)
 
 import PackageDescription
 
@@ -51,6 +52,10 @@ let package = Package(
             ]
         ),
 
+        // MARK: glibc headers the Glibc module leaves out
+
+        .systemLibrary(name: "CTimerFD"),
+
         // MARK: The product's own modules
 
         .target(name: "AuthCore"),
@@ -74,6 +79,7 @@ let package = Package(
                 "AuthCore",
                 "AuthProtocol",
                 "AuthStore",
+                "CTimerFD",
                 "Systemd",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,0 +1,221 @@
+import AuthCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The expiry timers of every app group, as a pure state machine: no I/O and no clock of its own (R13, R14).
+///
+/// The owner passes `now` in, arms one wall-clock timer (``WallClockTimer``) for ``nextDeadline``, and calls
+/// ``fireDue(now:)`` when it fires and ``clockChanged(now:)`` when the wall clock was set. Each group reports
+/// `expiredSoon` at `exp - 60 s`, then `expired` at `exp`, once each per token set.
+///
+/// Deadlines live in a binary min-heap with lazy deletion: re-setting or removing a group bumps its generation,
+/// and heap entries of an older generation are dropped when they reach the top (or when the heap is compacted),
+/// so every operation is O(log n) amortised over ~100,000 groups. ``clockChanged(now:)`` is O(n).
+///
+/// Clock jumps: a group's reports always follow its state at the `now` given. After a jump forward, what became
+/// due is reported, and only the latest state (`expired`, never a stale `expiredSoon` after it). After a jump
+/// backward that makes a token valid (or merely `expiredSoon`) again, the group is re-armed and reports those
+/// changes again when the clock reaches them: the handler hears what the pre-flight check (R17) would say on
+/// the same clock.
+public struct ExpiryScheduler: Sendable {
+    /// One group's token and timer.
+    private struct Entry: Sendable {
+        var expiresAt: Date
+        /// The next change to report, or nil when the token has expired.
+        var pending: ExpiryDeadline?
+        /// The latest state reported: ``TokenState/valid`` while nothing has been reported for this token.
+        var reported: TokenState
+        /// Matches the heap item of ``pending``; heap items with another generation are stale.
+        var generation: UInt64
+    }
+
+    /// A pending deadline in the heap, ordered by date, then by the order it was armed in.
+    private struct Armed: Comparable, Sendable {
+        var date: Date
+        var generation: UInt64
+        var group: AppGroup
+
+        static func < (lhs: Armed, rhs: Armed) -> Bool {
+            (lhs.date, lhs.generation) < (rhs.date, rhs.generation)
+        }
+    }
+
+    private var entries: [AppGroup: Entry] = [:]
+    private var heap = MinHeap<Armed>()
+    private var nextGeneration: UInt64 = 0
+    /// How many entries have a pending deadline (live heap items).
+    private var pendingCount = 0
+
+    /// An empty scheduler.
+    public init() {}
+
+    /// How many groups have a token (expired ones included).
+    public var count: Int { entries.count }
+
+    /// The earliest pending deadline over all groups: the instant the wall-clock timer must be armed for, or nil
+    /// when nothing is pending.
+    public var nextDeadline: Date? { heap.min?.date }
+
+    /// How many items the heap holds, stale ones included (for tests of the compaction).
+    var heapCount: Int { heap.count }
+
+    /// The next change `group` will report, or nil when it has no token or its token has expired.
+    public func pendingDeadline(of group: AppGroup) -> ExpiryDeadline? {
+        entries[group]?.pending
+    }
+
+    /// Arms (or re-arms) `group` for a token that expires at `expiresAt`, set at `now` (R13); nil removes it.
+    ///
+    /// Every set starts over, also with the same `exp`. A token already inside the margin reports `expiredSoon`
+    /// at once, and one already expired reports `expired` at once (so loading stored tokens on start-up, one
+    /// `set` each, reports the overdue ones).
+    ///
+    /// - Returns: The event due at once, if any.
+    public mutating func set(_ group: AppGroup, expiresAt: Date?, now: Date) -> [ExpiryEvent] {
+        guard let expiresAt else {
+            remove(group)
+            return []
+        }
+        if entries[group]?.pending != nil { pendingCount -= 1 }
+        entries[group] = Entry(expiresAt: expiresAt, pending: nil, reported: .valid, generation: 0)
+        var events: [ExpiryEvent] = []
+        if let event = reportCurrentState(of: group, now: now) { events.append(event) }
+        arm(group, now: now)
+        tidyHeap()
+        return events
+    }
+
+    /// Forgets `group` and its timer.
+    public mutating func remove(_ group: AppGroup) {
+        guard let entry = entries.removeValue(forKey: group) else { return }
+        if entry.pending != nil { pendingCount -= 1 }
+        tidyHeap()
+    }
+
+    /// Reports every group whose deadline is at or before `now`, in deadline order, and arms its next one.
+    ///
+    /// A group whose `expiredSoon` deadline is processed when `exp` has passed too (after suspend, or a clock
+    /// jump forward) reports only `expired`.
+    public mutating func fireDue(now: Date) -> [ExpiryEvent] {
+        var events: [ExpiryEvent] = []
+        while let top = heap.min, top.date <= now {
+            _ = heap.popMin()
+            guard var entry = entries[top.group], entry.generation == top.generation,
+                let pending = entry.pending
+            else { continue }
+            if pending.state == .expiredSoon && entry.expiresAt <= now {
+                // Skip the stale expiredSoon: queue expired, which is due too and comes out in deadline order.
+                entry.pending = ExpiryDeadline(state: .expired, date: entry.expiresAt)
+                entries[top.group] = entry
+                push(top.group, date: entry.expiresAt)
+                continue
+            }
+            entry.reported = pending.state
+            entry.pending = nil
+            pendingCount -= 1
+            entries[top.group] = entry
+            events.append(
+                ExpiryEvent(
+                    group: top.group, reason: pending.reason, deadline: pending.date, expiresAt: entry.expiresAt)
+            )
+            arm(top.group, now: now)
+        }
+        tidyHeap()
+        return events
+    }
+
+    /// Re-evaluates every group against `now` after the wall clock was set, in either direction.
+    ///
+    /// A group whose state moved on reports its current state at once (only the latest one); a group whose
+    /// token is valid (or `expiredSoon`) again after a jump backward forgets the later reports and is re-armed,
+    /// so it reports them again when the clock reaches them. O(n): it rebuilds the heap.
+    ///
+    /// - Returns: The events due at once, ordered by deadline, then by group.
+    public mutating func clockChanged(now: Date) -> [ExpiryEvent] {
+        var events: [ExpiryEvent] = []
+        var items: [Armed] = []
+        items.reserveCapacity(entries.count)
+        pendingCount = 0
+        for (group, old) in entries {
+            var entry = old
+            let current = TokenState(expiresAt: entry.expiresAt, at: now)
+            if Self.rank(current) < Self.rank(entry.reported) { entry.reported = current }  // jumped backward
+            entries[group] = entry
+            if let event = reportCurrentState(of: group, now: now) { events.append(event) }
+            entry = entries[group] ?? entry
+            entry.pending = ExpiryDeadline.next(expiresAt: entry.expiresAt, after: now)
+            entry.generation = takeGeneration()
+            entries[group] = entry
+            if let pending = entry.pending {
+                pendingCount += 1
+                items.append(Armed(date: pending.date, generation: entry.generation, group: group))
+            }
+        }
+        heap = MinHeap(items)
+        return events.sorted { ($0.deadline, $0.group) < ($1.deadline, $1.group) }
+    }
+
+    // MARK: Internals
+
+    /// Reports the state of `group`'s token at `now` if it is past what was already reported.
+    private mutating func reportCurrentState(of group: AppGroup, now: Date) -> ExpiryEvent? {
+        guard var entry = entries[group] else { return nil }
+        let current = TokenState(expiresAt: entry.expiresAt, at: now)
+        guard Self.rank(current) > Self.rank(entry.reported), let reason = current.errorReason else { return nil }
+        entry.reported = current
+        entries[group] = entry
+        let deadline =
+            current == .expired ? entry.expiresAt : entry.expiresAt.addingTimeInterval(-TokenState.expirySoonMargin)
+        return ExpiryEvent(group: group, reason: reason, deadline: deadline, expiresAt: entry.expiresAt)
+    }
+
+    /// Arms `group`'s next deadline after `now`, if its token has one.
+    private mutating func arm(_ group: AppGroup, now: Date) {
+        guard var entry = entries[group] else { return }
+        if entry.pending != nil { pendingCount -= 1 }
+        entry.pending = ExpiryDeadline.next(expiresAt: entry.expiresAt, after: now)
+        entries[group] = entry
+        guard let pending = entry.pending else { return }
+        pendingCount += 1
+        push(group, date: pending.date)
+    }
+
+    /// Pushes a new heap item for `group`, making every older one stale.
+    private mutating func push(_ group: AppGroup, date: Date) {
+        let generation = takeGeneration()
+        entries[group]?.generation = generation
+        heap.insert(Armed(date: date, generation: generation, group: group))
+    }
+
+    private mutating func takeGeneration() -> UInt64 {
+        nextGeneration += 1
+        return nextGeneration
+    }
+
+    private func isLive(_ item: Armed) -> Bool {
+        guard let entry = entries[item.group] else { return false }
+        return entry.generation == item.generation && entry.pending != nil
+    }
+
+    /// Keeps the heap's top live (so ``nextDeadline`` is right) and, when stale items outnumber the live ones,
+    /// rebuilds it from the live ones, so memory stays O(groups) however often tokens are re-set.
+    private mutating func tidyHeap() {
+        if heap.count > 2 * pendingCount + 64 {
+            heap = MinHeap(heap.elements.filter(isLive))
+        }
+        while let top = heap.min, !isLive(top) { _ = heap.popMin() }
+    }
+
+    /// Orders the states a token passes through: valid, expiredSoon, expired.
+    private static func rank(_ state: TokenState) -> Int {
+        switch state {
+        case .valid, .notProvided: 0
+        case .expiredSoon: 1
+        case .expired: 2
+        }
+    }
+}

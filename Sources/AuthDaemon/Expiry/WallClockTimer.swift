@@ -1,0 +1,165 @@
+import CTimerFD
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// One Linux wall-clock timer: a `timerfd` on CLOCK_REALTIME armed for an absolute `Date` that also reports
+/// when the wall clock is set (R14).
+///
+/// It is armed with `TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET`, so it fires when the wall clock reaches the
+/// date (suspend included), and a read fails with `ECANCELED` when the clock is set (NTP at boot, `date -s`):
+/// that is reported as ``Outcome/clockChanged``, and the timer re-arms itself for the same date so it keeps
+/// watching. Use ``wait(timeout:)``, or poll ``fileDescriptor`` in your own event loop and call ``readEvent()``
+/// when it is readable.
+///
+/// ```swift
+/// let timer = try WallClockTimer()
+/// try timer.arm(at: scheduler.nextDeadline)
+/// switch try timer.wait(timeout: .seconds(30)) {
+/// case .fired: events = scheduler.fireDue(now: clock.now)
+/// case .clockChanged: events = scheduler.clockChanged(now: clock.now)
+/// case .timedOut: break
+/// }
+/// ```
+public final class WallClockTimer: Sendable {
+    /// What ended a wait.
+    public enum Outcome: Sendable, Hashable {
+        /// The wall clock reached the armed date.
+        case fired
+        /// The wall clock was set (jumped, either way): every deadline must be re-checked.
+        case clockChanged
+        /// The wait's timeout passed first.
+        case timedOut
+    }
+
+    /// The instant the timer is armed for when there is no deadline: 9999-12-31, so clock changes are still
+    /// reported (`TFD_TIMER_CANCEL_ON_SET` only works while armed).
+    static let noDeadlineSeconds = 253_402_300_799
+
+    /// Slack added when converting a `Date`, so the timer never fires before the `Date` read back from the
+    /// clock has reached the deadline (a `Double` of Unix time is only exact to ~0.2 µs).
+    static let roundingSlackNanoseconds = 1_000
+
+    /// The timerfd, for a caller with its own event loop: readable when the timer fired or the clock was set.
+    public let fileDescriptor: Int32
+
+    /// The `(seconds, nanoseconds)` last armed, to re-arm after a clock change.
+    private let armed = Mutex<(seconds: Int, nanoseconds: Int)>((noDeadlineSeconds, 0))
+
+    /// Creates the timer, armed with no deadline (watching for clock changes only).
+    ///
+    /// - Throws: ``WallClockTimerError`` from `timerfd_create` or `timerfd_settime`.
+    public init() throws(WallClockTimerError) {
+        let descriptor = timerfd_create(CLOCK_REALTIME, Int32(TFD_CLOEXEC | TFD_NONBLOCK))
+        guard descriptor >= 0 else { throw WallClockTimerError(call: "timerfd_create", errno: errno) }
+        fileDescriptor = descriptor
+        try arm(at: nil)
+    }
+
+    deinit {
+        close(fileDescriptor)
+    }
+
+    /// Arms the timer for the wall-clock instant `date`, replacing any earlier date; nil means no deadline.
+    ///
+    /// A date in the past (or at or before 1970) fires at once. With no deadline the timer never fires but
+    /// still reports clock changes.
+    ///
+    /// - Throws: ``WallClockTimerError`` from `timerfd_settime`.
+    public func arm(at date: Date?) throws(WallClockTimerError) {
+        let value = Self.timespecValue(for: date)
+        try armed.withLock { armed throws(WallClockTimerError) in
+            try settime(value)
+            armed = value
+        }
+    }
+
+    /// Waits until the timer fires, the wall clock is set, or `timeout` passes (nil: no timeout).
+    ///
+    /// - Throws: ``WallClockTimerError`` from `poll` or `read`.
+    public func wait(timeout: Duration?) throws(WallClockTimerError) -> Outcome {
+        let clock = ContinuousClock()
+        let end = timeout.map { clock.now.advanced(by: $0) }
+        while true {
+            var milliseconds: Int32 = -1
+            if let end {
+                milliseconds = Self.pollMilliseconds(max(.zero, clock.now.duration(to: end)))
+            }
+            var request = pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&request, 1, milliseconds)
+            if ready < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                throw WallClockTimerError(call: "poll", errno: code)
+            }
+            if ready > 0, let outcome = try readEvent() { return outcome }
+            if let end, clock.now >= end { return .timedOut }
+        }
+    }
+
+    /// Takes what made ``fileDescriptor`` readable: ``Outcome/fired`` or ``Outcome/clockChanged``, or nil when
+    /// nothing is pending. After a clock change the timer is re-armed for the same date.
+    ///
+    /// - Throws: ``WallClockTimerError`` from `read` or `timerfd_settime`.
+    public func readEvent() throws(WallClockTimerError) -> Outcome? {
+        while true {
+            var expirations: UInt64 = 0
+            let count = read(fileDescriptor, &expirations, MemoryLayout<UInt64>.size)
+            if count == MemoryLayout<UInt64>.size { return .fired }
+            let code = count < 0 ? errno : EIO
+            switch code {
+            case EINTR:
+                continue
+            case EAGAIN:
+                return nil
+            case ECANCELED:
+                // The kernel stops reporting clock changes until the timer is armed again.
+                try armed.withLock { armed throws(WallClockTimerError) in try settime(armed) }
+                return .clockChanged
+            default:
+                throw WallClockTimerError(call: "read", errno: code)
+            }
+        }
+    }
+
+    private func settime(_ value: (seconds: Int, nanoseconds: Int)) throws(WallClockTimerError) {
+        var spec = itimerspec(
+            it_interval: timespec(tv_sec: 0, tv_nsec: 0),
+            it_value: timespec(tv_sec: value.seconds, tv_nsec: value.nanoseconds)
+        )
+        let flags = Int32(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET)
+        guard timerfd_settime(fileDescriptor, flags, &spec, nil) == 0 else {
+            throw WallClockTimerError(call: "timerfd_settime", errno: errno)
+        }
+    }
+
+    /// The absolute `timespec` to arm for `date`: never zero (that would disarm), never before `date`.
+    static func timespecValue(for date: Date?) -> (seconds: Int, nanoseconds: Int) {
+        guard let date else { return (noDeadlineSeconds, 0) }
+        let interval = date.timeIntervalSince1970
+        guard interval > 0 else { return (0, 1) }
+        guard interval < Double(noDeadlineSeconds) else { return (noDeadlineSeconds, 0) }
+        var seconds = Int(interval.rounded(.down))
+        var nanoseconds =
+            Int(((interval - Double(seconds)) * 1_000_000_000).rounded(.up)) + roundingSlackNanoseconds
+        if nanoseconds >= 1_000_000_000 {
+            seconds += 1
+            nanoseconds -= 1_000_000_000
+        }
+        return (seconds, nanoseconds)
+    }
+
+    /// `duration` in whole milliseconds for `poll`, rounded up so a wait never ends early.
+    static func pollMilliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = seconds * 1_000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: milliseconds)
+    }
+}

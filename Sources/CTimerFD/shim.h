@@ -1,0 +1,2 @@
+// glibc's timerfd API (timerfd_create, timerfd_settime, TFD_*), which the Glibc module does not include.
+#include <sys/timerfd.h>

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+@testable import AuthDaemon
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Real timerfds on the real wall clock, with short waits. A real clock jump (`ECANCELED`) needs CAP_SYS_TIME and
+/// would set the machine's clock, so it is not tested here.
+@Suite("Wall-clock timer (timerfd)")
+struct WallClockTimerTests {
+    @Test func armedAheadFiresAfterTheDeadlineWithinABound() throws {
+        let timer = try WallClockTimer()
+        let deadline = Date().addingTimeInterval(0.1)
+        try timer.arm(at: deadline)
+        #expect(try timer.wait(timeout: .seconds(5)) == .fired)
+        let now = Date()
+        #expect(now >= deadline)  // never early, so fireDue(now:) sees the deadline as due
+        #expect(now.timeIntervalSince(deadline) < 1)
+        #expect(try timer.readEvent() == nil)  // one expiration, taken
+    }
+
+    @Test func armedInThePastFiresAtOnce() throws {
+        let timer = try WallClockTimer()
+        for date in [Date().addingTimeInterval(-3600), Date(timeIntervalSince1970: 0), Date.distantPast] {
+            let started = ContinuousClock.now
+            try timer.arm(at: date)
+            #expect(try timer.wait(timeout: .seconds(2)) == .fired)
+            #expect(ContinuousClock.now - started < .milliseconds(500))
+        }
+    }
+
+    @Test func noDeadlineTimesOut() throws {
+        let timer = try WallClockTimer()
+        try timer.arm(at: Date().addingTimeInterval(0.05))
+        try timer.arm(at: nil)
+        let started = ContinuousClock.now
+        #expect(try timer.wait(timeout: .milliseconds(200)) == .timedOut)
+        #expect(ContinuousClock.now - started >= .milliseconds(200))
+    }
+
+    @Test func aNewTimerHasNoDeadline() throws {
+        let timer = try WallClockTimer()
+        #expect(try timer.wait(timeout: .milliseconds(50)) == .timedOut)
+        #expect(try timer.readEvent() == nil)
+    }
+
+    @Test func reArmingReplacesTheOldDeadline() throws {
+        let timer = try WallClockTimer()
+        try timer.arm(at: Date().addingTimeInterval(0.05))
+        try timer.arm(at: Date().addingTimeInterval(3600))
+        #expect(try timer.wait(timeout: .milliseconds(200)) == .timedOut)
+
+        let deadline = Date().addingTimeInterval(0.1)
+        try timer.arm(at: deadline)
+        #expect(try timer.wait(timeout: .seconds(5)) == .fired)
+        #expect(Date() >= deadline)
+    }
+
+    @Test func aFiredButUnreadTimerIsClearedByReArming() throws {
+        let timer = try WallClockTimer()
+        try timer.arm(at: Date().addingTimeInterval(-1))
+        try timer.arm(at: Date().addingTimeInterval(3600))
+        #expect(try timer.wait(timeout: .milliseconds(100)) == .timedOut)
+    }
+
+    @Test func aCallerWithItsOwnEventLoopPollsTheDescriptor() throws {
+        let timer = try WallClockTimer()
+        try timer.arm(at: Date().addingTimeInterval(0.05))
+        var request = pollfd(fd: timer.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&request, 1, 5_000) == 1)
+        #expect(try timer.readEvent() == .fired)
+        #expect(try timer.readEvent() == nil)
+        request.revents = 0
+        #expect(poll(&request, 1, 0) == 0)
+    }
+
+    @Test func theDescriptorIsCloseOnExecAndNonBlocking() throws {
+        let timer = try WallClockTimer()
+        #expect(fcntl(timer.fileDescriptor, F_GETFD) & FD_CLOEXEC != 0)
+        #expect(fcntl(timer.fileDescriptor, F_GETFL) & O_NONBLOCK != 0)
+    }
+
+    @Test func datesConvertToAbsoluteTimespecsNeverEarlyNeverZero() {
+        let at = { (interval: Double) in WallClockTimer.timespecValue(for: Date(timeIntervalSince1970: interval)) }
+        #expect(at(1_900_000_000) == (1_900_000_000, 1_000))
+        #expect(at(1_900_000_000.5).seconds == 1_900_000_000)
+        #expect(at(1_900_000_000.5).nanoseconds >= 500_000_000)
+        #expect(at(0) == (0, 1))  // zero would disarm the timer
+        #expect(at(-5) == (0, 1))
+        #expect(at(1e300) == (WallClockTimer.noDeadlineSeconds, 0))
+        #expect(WallClockTimer.timespecValue(for: nil) == (WallClockTimer.noDeadlineSeconds, 0))
+        let value = at(1_899_999_999.999_999_9)
+        #expect(value.nanoseconds < 1_000_000_000)
+        #expect(Double(value.seconds) + Double(value.nanoseconds) / 1e9 >= 1_899_999_999.999_999_9)
+    }
+
+    @Test func pollTimeoutsRoundUp() {
+        #expect(WallClockTimer.pollMilliseconds(.zero) == 0)
+        #expect(WallClockTimer.pollMilliseconds(.nanoseconds(1)) == 1)
+        #expect(WallClockTimer.pollMilliseconds(.milliseconds(250)) == 250)
+        #expect(WallClockTimer.pollMilliseconds(.seconds(86_400 * 365)) == Int32.max)
+    }
+
+    @Test func errorsNameTheCallAndErrno() {
+        let error = WallClockTimerError(call: "timerfd_settime", errno: EINVAL)
+        #expect(error.description == "timerfd_settime: Invalid argument (errno 22)")
+    }
+}
