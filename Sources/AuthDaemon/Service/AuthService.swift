@@ -23,6 +23,12 @@ public actor AuthService {
     private var groups: [AppGroup: GroupState] = [:]
     private var nextID: UInt64 = 0
     private var observers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
+    /// The groups' expiry deadlines (R13, R14).
+    private var expiry = ExpiryScheduler()
+    /// Events the deadlines of the loaded tokens call for, sent by ``start()``.
+    private var startupEvents: [ExpiryEvent] = []
+    /// The wall-clock timer armed for the earliest deadline, when the daemon runs one.
+    private let timer: WallClockTimer?
 
     /// Events a subscriber may have unread before it is dropped.
     static let subscriberBuffer = 256
@@ -39,9 +45,11 @@ public actor AuthService {
         jwtErrorWindow: TimeInterval = 2,
         flushTimeout: Duration = .seconds(2),
         now: @escaping @Sendable () -> Date = Date.init,
+        timer: WallClockTimer? = nil,
         logger: Logger
     ) {
         self.store = store
+        self.timer = timer
         self.refreshLease = refreshLease
         self.jwtErrorWindow = jwtErrorWindow
         self.flushTimeout = flushTimeout
@@ -54,6 +62,46 @@ public actor AuthService {
                 generation: record.generation,
                 changedAt: record.changedAt
             )
+            let instant = now()
+            startupEvents += expiry.set(record.group, expiresAt: record.token?.claims.expiresAt, now: instant)
+        }
+    }
+
+    // MARK: Expiry
+
+    /// Sends what the loaded tokens' deadlines call for (a token that entered its last minute, or expired,
+    /// while the daemon was down fires at once, R13) and arms the timer. Call once observers are attached.
+    public func start() {
+        let events = startupEvents
+        startupEvents = []
+        deliver(events)
+    }
+
+    /// The wall-clock timer fired: sends the events that are due and re-arms.
+    public func expiryTimerFired() {
+        deliver(expiry.fireDue(now: now()))
+    }
+
+    /// The wall clock was set: re-evaluates every deadline against the new time and re-arms (R14).
+    public func wallClockChanged() {
+        logger.notice("The wall clock changed; re-checking every token's expiry")
+        deliver(expiry.clockChanged(now: now()))
+    }
+
+    /// The earliest pending expiry deadline.
+    public var nextExpiryDeadline: Date? { expiry.nextDeadline }
+
+    private func deliver(_ events: [ExpiryEvent]) {
+        for event in events { sendJwtError(event.group, reason: event.reason) }
+        armTimer()
+    }
+
+    private func armTimer() {
+        guard let timer else { return }
+        do {
+            try timer.arm(at: expiry.nextDeadline)
+        } catch {
+            logger.error("Cannot arm the expiry timer", metadata: ["authd.error": "\(error)"])
         }
     }
 
@@ -212,6 +260,8 @@ public actor AuthService {
         state.changedAt = now()
         state.refreshLease = nil
         groups[group] = state
+        expiry.remove(group)
+        armTimer()
         logger.info("Cleared app group", metadata: ["authd.group": "\(group)", "authd.cause": "\(cause.rawValue)"])
         send(
             AuthEvent(kind: .cleared, group: group.name, generation: state.generation, cause: cause.rawValue), to: group
@@ -305,6 +355,7 @@ public actor AuthService {
             send(AuthEvent(kind: .tokenRefreshed, group: group.name, generation: record.generation), to: group)
         }
         resumeAllWaiters(group)
+        deliver(expiry.set(group, expiresAt: token?.claims.expiresAt, now: record.changedAt))
         return record.generation
     }
 

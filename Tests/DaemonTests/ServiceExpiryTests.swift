@@ -1,0 +1,116 @@
+import AuthCore
+import AuthDaemon
+import AuthProtocol
+import AuthStore
+import AuthTestKit
+import Foundation
+import Logging
+import Testing
+
+@Suite("The service's expiry timers (R13, R14)")
+struct ServiceExpiryTests {
+    static func store(_ directory: TemporaryDirectory) throws -> TokenStore {
+        try TokenStore(
+            directory: directory.appending("state"),
+            key: StoreKey(material: Array(repeating: 3, count: 32)),
+            logger: Logger(label: "test")
+        )
+    }
+
+    static func nextEvent(_ events: AsyncStream<AuthEvent>, within bound: Duration = .seconds(20)) async -> AuthEvent? {
+        await withTaskGroup(of: AuthEvent?.self) { group in
+            group.addTask {
+                var iterator = events.makeAsyncIterator()
+                return await iterator.next()
+            }
+            group.addTask {
+                try? await Task.sleep(for: bound)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    @Test func tokensThatEnteredTheirLastMinuteWhileTheDaemonWasDownFireAtStart() async throws {
+        let directory = try TemporaryDirectory(prefix: "authd-expiry")
+        defer { directory.remove() }
+        let clock = ManualWallClock(Date(timeIntervalSince1970: 1_900_000_000))
+        let signer = TestJWT()
+        let records = try [
+            TokenRecord(
+                group: AppGroup("soon"),
+                token: StreamJWT(parsing: signer.token(exp: 1_900_000_030)),
+                customerIds: ["registered": "a"],
+                generation: 4,
+                changedAt: clock.now
+            ),
+            TokenRecord(
+                group: AppGroup("later"),
+                token: StreamJWT(parsing: signer.token(exp: 1_900_003_600)),
+                generation: 1,
+                changedAt: clock.now
+            ),
+        ]
+        let service = AuthService(
+            store: try Self.store(directory),
+            records: records,
+            now: { clock.now },
+            logger: Logger(label: "test")
+        )
+        let events = await service.observeAll()
+        await service.start()
+
+        let first = await Self.nextEvent(events)
+        #expect(
+            first
+                == AuthEvent(
+                    kind: .jwtError, group: "soon", generation: 4, reason: .expiredSoon,
+                    customerIds: ["registered": "a"]))
+        #expect(await service.nextExpiryDeadline == Date(timeIntervalSince1970: 1_900_000_030))
+
+        clock.advance(by: 30)
+        await service.expiryTimerFired()
+        #expect(await Self.nextEvent(events)?.reason == .expired)
+        #expect(await service.nextExpiryDeadline == Date(timeIntervalSince1970: 1_900_003_540))
+    }
+
+    @Test func theRealWallClockTimerFiresExpiredSoonAMinuteBeforeExp() async throws {
+        let directory = try TemporaryDirectory(prefix: "authd-expiry")
+        defer { directory.remove() }
+        let timer = try WallClockTimer()
+        let service = AuthService(
+            store: try Self.store(directory), records: [], timer: timer, logger: Logger(label: "test"))
+        let loop = ExpiryTimerLoop(service: service, timer: timer, logger: Logger(label: "test"))
+        defer { loop.stop() }
+        await service.start()
+        let events = await service.observeAll()
+
+        // exp ~61.5 s away: expiredSoon is due in ~1.5 s.
+        let exp = (Date().timeIntervalSince1970 + 61.5).rounded(.down)
+        _ = try await service.setToken(TestJWT().token(exp: exp), for: try AppGroup("shop"))
+        let started = Date()
+        let event = await Self.nextEvent(events)
+        #expect(event?.kind == .tokenRefreshed)
+        let expiring = await Self.nextEvent(events)
+        let firedAt = Date()
+        #expect(expiring?.kind == .jwtError && expiring?.reason == .expiredSoon)
+        // Never early; late only by scheduling.
+        #expect(firedAt.timeIntervalSince1970 >= exp - 60)
+        #expect(firedAt.timeIntervalSince(started) < 10)
+    }
+
+    @Test func settingAnExpiredTokenReportsItAtOnceAfterTheRefresh() async throws {
+        let directory = try TemporaryDirectory(prefix: "authd-expiry")
+        defer { directory.remove() }
+        let clock = ManualWallClock(Date(timeIntervalSince1970: 1_900_000_000))
+        let service = AuthService(
+            store: try Self.store(directory), records: [], now: { clock.now }, logger: Logger(label: "test"))
+        let events = await service.observeAll()
+        _ = try await service.setToken(TestJWT().token(exp: 1_899_999_000), for: try AppGroup("shop"))
+        #expect(await Self.nextEvent(events)?.kind == .tokenRefreshed)  // R6: even an expired token
+        #expect(await Self.nextEvent(events)?.reason == .expired)
+        #expect(await service.nextExpiryDeadline == nil)
+    }
+}
