@@ -85,13 +85,14 @@ extension AuthCtl {
             return formatter.string(from: date)
         }
 
-        /// `1d 2h 3m 4s`, leaving out leading zero units.
+        /// `1d 2h 3m 4s`, leaving out leading zero units (`5m 0s`, `0s`).
         static func duration(_ seconds: TimeInterval) -> String {
             var rest = Int(seconds.rounded(.down))
-            let units = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)]
             var parts: [String] = []
-            for (suffix, size) in units where rest >= size || (size == 1 && parts.isEmpty) {
-                parts.append("\(rest / size)\(suffix)")
+            for (suffix, size) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+                if rest >= size || !parts.isEmpty || size == 1 {
+                    parts.append("\(rest / size)\(suffix)")
+                }
                 rest %= size
             }
             return parts.joined(separator: " ")

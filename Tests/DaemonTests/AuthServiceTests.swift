@@ -78,8 +78,14 @@ struct AuthServiceTests {
         #expect(generation == 1)
         #expect(jwt.compact == expired)
         #expect(try fixture.store.load(fixture.shop)?.token?.compact == expired)
-        #expect(await events.waitFor(count: 1))
-        #expect(events.events.withLock { $0 } == [AuthEvent(kind: .tokenRefreshed, group: "shop", generation: 1)])
+        #expect(await events.waitFor(count: 2))
+        #expect(
+            events.events.withLock { $0 } == [
+                AuthEvent(kind: .tokenRefreshed, group: "shop", generation: 1),
+                // The expiry timer finds it expired at once (R13).
+                AuthEvent(kind: .jwtError, group: "shop", generation: 1, reason: .expired, customerIds: [:]),
+            ]
+        )
         let (current, currentGeneration) = await fixture.service.token(for: fixture.shop)
         #expect(current?.compact == expired && currentGeneration == 1)
     }
