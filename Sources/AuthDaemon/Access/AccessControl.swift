@@ -1,0 +1,61 @@
+import AuthCore
+import Synchronization
+
+/// Who is calling: the peer credentials of the connection (`SO_PEERCRED`), read by the transport before any
+/// call is handled.
+public struct Caller: Hashable, Sendable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// Decides whether a caller may use an app group.
+///
+/// In user mode only the daemon's own user may (its socket is private too); in system mode, root and whom the
+/// ``AccessPolicy`` names. The policy can be replaced while the daemon runs (SIGHUP).
+public final class AccessControl: Sendable {
+    private enum Mode {
+        case owner(UInt32)
+        case policy
+    }
+
+    private let mode: Mode
+    private let users: any UserDatabase
+    private let current: Mutex<AccessPolicy>
+
+    /// User mode: only `uid` may use any group.
+    public init(owner uid: UInt32) {
+        mode = .owner(uid)
+        users = SystemUserDatabase()
+        current = Mutex(AccessPolicy())
+    }
+
+    /// System mode: root, and the users and groups `policy` names.
+    public init(policy: AccessPolicy, users: any UserDatabase = SystemUserDatabase()) {
+        mode = .policy
+        self.users = users
+        current = Mutex(policy)
+    }
+
+    /// Replaces the policy (a reload).
+    public func replace(with policy: AccessPolicy) {
+        current.withLock { $0 = policy }
+    }
+
+    /// Whether `caller` may use `group`.
+    public func allows(_ caller: Caller, _ group: AppGroup) -> Bool {
+        switch mode {
+        case .owner(let uid):
+            return caller.uid == uid
+        case .policy:
+            let policy = current.withLock { $0 }
+            return policy.allows(uid: caller.uid, gid: caller.gid, group: group, users: users)
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import AuthCore
+import AuthProtocol
+import Logging
+
+/// Turns `com.exponea.Auth` calls into the service's operations: validates parameters and group names,
+/// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
+/// transport hands it each call with the caller's credentials and a function that sends one framed reply.
+public struct AuthCallDispatcher: Sendable {
+    /// Sends one framed reply; throws when the connection is gone.
+    public typealias Send = @Sendable ([UInt8]) async throws -> Void
+
+    /// Bounds on what a caller may pass.
+    public enum Limits {
+        /// Customer id keys per identity.
+        public static let maximumCustomerIds = 32
+        /// Bytes in one customer id key or value.
+        public static let maximumCustomerIdLength = 512
+    }
+
+    private let service: AuthService
+    private let access: AccessControl
+    private let logger: Logger
+
+    public init(service: AuthService, access: AccessControl, logger: Logger) {
+        self.service = service
+        self.access = access
+        self.logger = logger
+    }
+
+    /// Handles one call of the `com.exponea.Auth` interface. A `oneway` call runs and sends nothing.
+    public func handle(_ call: VarlinkCall, from caller: Caller, send: @escaping Send) async {
+        let reply: Send = call.oneway ? { @Sendable _ in } : send
+        do {
+            guard let method = AuthInterface.Method(qualifiedName: call.method) else {
+                throw VarlinkError.methodNotFound(call.method)
+            }
+            try await run(method, call, caller, reply)
+        } catch let error as VarlinkError {
+            try? await reply(VarlinkReplyEncoder.error(error))
+        } catch {
+            // The connection is gone (a send failed): nothing to answer.
+            logger.debug(
+                "Reply not delivered", metadata: ["authd.method": "\(call.method)", "authd.error": "\(error)"])
+        }
+    }
+
+    private func run(_ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ send: Send) async throws {
+        switch method {
+        case .setToken:
+            let parameters = try call.parameters(SetTokenParameters.self)
+            let group = try permitted(parameters.group, caller)
+            let (generation, jwt) = try await mapped { () async throws(AuthServiceError) in
+                try await service.setToken(parameters.token.value, for: group)
+            }
+            try await send(
+                VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
+
+        case .getToken:
+            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+            let (token, generation) = await service.token(for: group)
+            let result = GetTokenResult(
+                token: token.map { CompactToken($0.compact) },
+                claims: token.map(ClaimsPayload.init),
+                generation: generation
+            )
+            try await send(VarlinkReplyEncoder.reply(result))
+
+        case .preflight:
+            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+            try await send(VarlinkReplyEncoder.reply(await service.preflight(group)))
+
+        case .reportAuthFailure:
+            let parameters = try call.parameters(ReportAuthFailureParameters.self)
+            guard (100...599).contains(parameters.status) else { throw VarlinkError.invalidParameter("status") }
+            let group = try permitted(parameters.group, caller)
+            let decision = await service.reportAuthFailure(
+                group,
+                status: parameters.status,
+                sentGeneration: parameters.generation,
+                serverSaysExpired: parameters.tokenExpired ?? false
+            )
+            try await send(VarlinkReplyEncoder.reply(ReportAuthFailureResult(decision)))
+
+        case .waitForToken:
+            let parameters = try call.parameters(WaitForTokenParameters.self)
+            guard (0...WaitForTokenParameters.maximumTimeoutMs).contains(parameters.timeoutMs) else {
+                throw VarlinkError.invalidParameter("timeoutMs")
+            }
+            let group = try permitted(parameters.group, caller)
+            let (token, generation) = await service.waitForToken(
+                group,
+                after: parameters.after,
+                timeout: .milliseconds(parameters.timeoutMs)
+            )
+            let result = WaitForTokenResult(token: token.map { CompactToken($0.compact) }, generation: generation)
+            try await send(VarlinkReplyEncoder.reply(result))
+
+        case .identifyCustomer:
+            let parameters = try call.parameters(IdentifyCustomerParameters.self)
+            let ids = parameters.customerIds
+            guard ids.count <= Limits.maximumCustomerIds,
+                ids.allSatisfy({
+                    $0.key.utf8.count <= Limits.maximumCustomerIdLength
+                        && $0.value.utf8.count <= Limits.maximumCustomerIdLength
+                })
+            else { throw VarlinkError.invalidParameter("customerIds") }
+            let group = try permitted(parameters.group, caller)
+            let generation = try await mapped { () async throws(AuthServiceError) in
+                try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
+            }
+            try await send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
+
+        case .anonymize, .stopIntegration, .clearLocalCustomerData:
+            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+            let cause: AuthService.ClearCause =
+                switch method {
+                case .anonymize: .anonymize
+                case .stopIntegration: .stopIntegration
+                default: .clearLocalCustomerData
+                }
+            try await mapped { () async throws(AuthServiceError) in try await service.clear(group, cause: cause) }
+            try await send(VarlinkReplyEncoder.reply(EmptyPayload()))
+
+        case .subscribe:
+            guard call.more else { throw VarlinkError.expectedMore }
+            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+            // Streams until the connection is gone (a send throws) or the service drops a slow subscriber.
+            for await event in await service.subscribe(group, pid: caller.pid) {
+                try await send(VarlinkReplyEncoder.reply(SubscribeResult(event: event), continues: true))
+            }
+
+        case .acknowledgeFlush:
+            let parameters = try call.parameters(AcknowledgeFlushParameters.self)
+            let group = try permitted(parameters.group, caller)
+            await service.acknowledgeFlush(group, flushId: parameters.flushId, pid: caller.pid)
+            try await send(VarlinkReplyEncoder.reply(EmptyPayload()))
+
+        case .claimRefresh:
+            let parameters = try call.parameters(ClaimRefreshParameters.self)
+            let group = try permitted(parameters.group, caller)
+            let granted = await service.claimRefresh(group, generation: parameters.generation)
+            try await send(VarlinkReplyEncoder.reply(ClaimRefreshResult(granted: granted)))
+
+        case .listGroups:
+            _ = try call.parameters(EmptyPayload.self)
+            let visible = await service.summaries().filter { summary in
+                (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
+            }
+            try await send(VarlinkReplyEncoder.reply(ListGroupsResult(groups: visible)))
+        }
+    }
+
+    /// The validated group, if `caller` may use it.
+    private func permitted(_ name: String, _ caller: Caller) throws(VarlinkError) -> AppGroup {
+        let group = try AppGroup(wire: name)
+        guard access.allows(caller, group) else {
+            logger.notice(
+                "Permission denied",
+                metadata: ["authd.group": "\(group)", "authd.uid": "\(caller.uid)", "authd.pid": "\(caller.pid)"]
+            )
+            throw .permissionDenied(group: group.name)
+        }
+        return group
+    }
+
+    /// Runs a service operation, turning its errors into the interface's.
+    private func mapped<T>(_ body: () async throws(AuthServiceError) -> T) async throws(VarlinkError) -> T {
+        do {
+            return try await body()
+        } catch {
+            switch error {
+            case .malformedToken(let problem):
+                throw .malformedToken(code: problem.code, message: problem.description)
+            case .storeFailure:
+                throw .storeFailure(message: "the token store could not be written; the previous state is kept")
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+import AuthCore
+import AuthDaemon
+import AuthProtocol
+import AuthStore
+import AuthTestKit
+import Foundation
+import Logging
+import Testing
+
+@Suite("Calls of com.exponea.Auth: routing, validation, access")
+struct AuthCallDispatcherTests {
+    final class Fixture: Sendable {
+        let directory: TemporaryDirectory
+        let service: AuthService
+        let dispatcher: AuthCallDispatcher
+        let owner = Caller(pid: 100, uid: 1000, gid: 1000)
+
+        init(access: AccessControl? = nil) throws {
+            directory = try TemporaryDirectory(prefix: "authd-dispatch")
+            let store = try TokenStore(
+                directory: directory.appending("state"),
+                key: StoreKey(material: Array(repeating: 5, count: 32)),
+                logger: Logger(label: "test")
+            )
+            service = AuthService(store: store, records: [], logger: Logger(label: "test"))
+            dispatcher = AuthCallDispatcher(
+                service: service,
+                access: access ?? AccessControl(owner: 1000),
+                logger: Logger(label: "test")
+            )
+        }
+
+        deinit { directory.remove() }
+
+        /// The replies to one call, each decoded as a JSON object.
+        func call(_ json: String, as caller: Caller? = nil) async throws -> [[String: Any]] {
+            let frames = Locked<[[UInt8]]>([])
+            await dispatcher.handle(try VarlinkCall(decoding: Array(json.utf8)), from: caller ?? owner) { frame in
+                frames.withLock { $0.append(frame) }
+            }
+            return try frames.withLock { $0 }.map { frame in
+                #expect(frame.last == 0)
+                return try JSONSerialization.jsonObject(with: Data(frame.dropLast())) as! [String: Any]
+            }
+        }
+
+        func error(_ json: String, as caller: Caller? = nil) async throws -> (String?, [String: String]?) {
+            let replies = try await call(json, as: caller)
+            #expect(replies.count == 1)
+            return (replies.first?["error"] as? String, replies.first?["parameters"] as? [String: String])
+        }
+    }
+
+    let token = TestJWT().token(expiringIn: 3600, ids: ["registered": "alice"])
+
+    @Test func setThenGetAToken() async throws {
+        let fixture = try Fixture()
+        let set = try await fixture.call(
+            #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#
+        )
+        let parameters = try #require(set.first?["parameters"] as? [String: Any])
+        #expect(parameters["generation"] as? Int == 1)
+        let claims = try #require(parameters["claims"] as? [String: Any])
+        #expect(claims["algorithm"] as? String == "HS512")
+        #expect(claims["customerIds"] as? [String: String] == ["registered": "alice"])
+
+        let get = try await fixture.call(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"shop"}}"#)
+        let got = try #require(get.first?["parameters"] as? [String: Any])
+        #expect(got["token"] as? String == token)
+        #expect(got["generation"] as? Int == 1)
+    }
+
+    @Test func namedErrorsForBadInput() async throws {
+        let fixture = try Fixture()
+        let cases: [(String, String, [String: String]?)] = [
+            (
+                #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"a.b"}}"#,
+                "com.exponea.Auth.MalformedToken",
+                ["code": "notThreeParts", "message": "a JWT has three parts separated by '.', this has 2"]
+            ),
+            (
+                #"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"../etc"}}"#,
+                "com.exponea.Auth.InvalidGroupName",
+                nil
+            ),
+            (
+                #"{"method":"com.exponea.Auth.Frobnicate","parameters":{}}"#,
+                "org.varlink.service.MethodNotFound",
+                ["method": "com.exponea.Auth.Frobnicate"]
+            ),
+            (
+                #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop"}}"#,
+                "org.varlink.service.InvalidParameter",
+                ["parameter": "token"]
+            ),
+            (
+                #"{"method":"com.exponea.Auth.GetToken","parameters":{"group":7}}"#,
+                "org.varlink.service.InvalidParameter",
+                ["parameter": "group"]
+            ),
+            (
+                #"{"method":"com.exponea.Auth.ReportAuthFailure","parameters":{"group":"shop","status":42}}"#,
+                "org.varlink.service.InvalidParameter",
+                ["parameter": "status"]
+            ),
+            (
+                #"{"method":"com.exponea.Auth.WaitForToken","parameters":{"group":"shop","after":0,"timeoutMs":60000}}"#,
+                "org.varlink.service.InvalidParameter",
+                ["parameter": "timeoutMs"]
+            ),
+            (
+                #"{"method":"com.exponea.Auth.Subscribe","parameters":{"group":"shop"}}"#,
+                "org.varlink.service.ExpectedMore",
+                [:]
+            ),
+        ]
+        for (json, name, parameters) in cases {
+            let (error, got) = try await fixture.error(json)
+            #expect(error == name, "\(json)")
+            if let parameters { #expect(got == parameters, "\(json)") }
+        }
+        let ids = (0..<33).map { #""k\#($0)":"v""# }.joined(separator: ",")
+        let (tooMany, _) = try await fixture.error(
+            #"{"method":"com.exponea.Auth.IdentifyCustomer","parameters":{"group":"shop","customerIds":{\#(ids)}}}"#
+        )
+        #expect(tooMany == "org.varlink.service.InvalidParameter")
+        #expect(await fixture.service.token(for: try AppGroup("shop")).generation == 0)  // nothing stored
+    }
+
+    @Test func anotherUserIsDeniedEveryMethodOfAGroup() async throws {
+        let fixture = try Fixture()
+        let stranger = Caller(pid: 200, uid: 2000, gid: 2000)
+        let methods = [
+            #"SetToken","parameters":{"group":"shop","token":"\#(token)"}"#,
+            #"GetToken","parameters":{"group":"shop"}"#,
+            #"Preflight","parameters":{"group":"shop"}"#,
+            #"ClaimRefresh","parameters":{"group":"shop","generation":0}"#,
+            #"Anonymize","parameters":{"group":"shop"}"#,
+        ]
+        for method in methods {
+            let (error, parameters) = try await fixture.error(#"{"method":"com.exponea.Auth.\#(method)}"#, as: stranger)
+            #expect(error == "com.exponea.Auth.PermissionDenied")
+            #expect(parameters == ["group": "shop"])
+        }
+        let list = try await fixture.call(#"{"method":"com.exponea.Auth.ListGroups"}"#, as: stranger)
+        #expect((list.first?["parameters"] as? [String: Any])?["groups"] as? [Any] != nil)
+    }
+
+    @Test func listGroupsShowsOnlyPermittedGroupsInSystemMode() async throws {
+        let policy = try AccessPolicy(
+            files: [("authd.conf", "[AppGroup]\nName=shop\nUsers=1000\n[AppGroup]\nName=news\nUsers=3000\n")],
+            users: SystemUserDatabase()
+        )
+        let fixture = try Fixture(access: AccessControl(policy: policy))
+        let root = Caller(pid: 1, uid: 0, gid: 0)
+        for group in ["shop", "news"] {
+            _ = try await fixture.call(
+                #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"\#(group)","token":"\#(token)"}}"#,
+                as: root
+            )
+        }
+        let list = try await fixture.call(#"{"method":"com.exponea.Auth.ListGroups"}"#)
+        let groups = try #require((list.first?["parameters"] as? [String: Any])?["groups"] as? [[String: Any]])
+        #expect(groups.map { $0["name"] as? String } == ["shop"])
+        #expect(groups.first?["state"] as? String == "valid")
+        let (error, _) = try await fixture.error(
+            #"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"news"}}"#)
+        #expect(error == "com.exponea.Auth.PermissionDenied")
+    }
+
+    @Test func onewayCallsRunWithoutAReply() async throws {
+        let fixture = try Fixture()
+        let replies = try await fixture.call(
+            #"{"method":"com.exponea.Auth.SetToken","oneway":true,"parameters":{"group":"shop","token":"\#(token)"}}"#
+        )
+        #expect(replies.isEmpty)
+        #expect(await fixture.service.token(for: try AppGroup("shop")).generation == 1)
+    }
+
+    @Test func subscribeStreamsEventsUntilTheConnectionIsGone() async throws {
+        let fixture = try Fixture()
+        let frames = Locked<[String]>([])
+        struct Gone: Error {}
+        let subscription = Task {
+            await fixture.dispatcher.handle(
+                try VarlinkCall(
+                    decoding: Array(
+                        #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)),
+                from: fixture.owner
+            ) { frame in
+                let count = frames.withLock { frames in
+                    frames.append(String(decoding: frame.dropLast(), as: UTF8.self))
+                    return frames.count
+                }
+                if count == 2 { throw Gone() }  // the client went away after two events
+            }
+        }
+        // Let the subscription register before events happen.
+        while await fixture.service.summaries().first?.subscribers != 1 { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<3 {
+            _ = try await fixture.call(
+                #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#
+            )
+        }
+        try await subscription.value
+        let received = frames.withLock { $0 }
+        #expect(received.count == 2)
+        #expect(received.first?.hasPrefix(#"{"continues":true,"parameters":{"event":{"#) == true)
+        #expect(received.first?.contains(#""kind":"tokenRefreshed""#) == true)
+        #expect(!received.joined().contains(token))
+    }
+}
