@@ -12,52 +12,82 @@ import Systemd
     import Foundation
 #endif
 
-/// The exponea-authd service: the token store of every app group, loaded and held for the apps of the device.
+/// The exponea-authd service: every app group's token, held for the apps of the device, with the expiry
+/// timers, the access configuration and the D-Bus announcements.
 ///
 /// ```swift
 /// var signals = SignalWaiter()          // first, before any thread starts
 /// let daemon = try Daemon(mode: .user, paths: paths, environment: environment, logger: logger)
 /// daemon.run(signals: &signals)         // until SIGTERM or SIGINT
 /// ```
-public struct Daemon {
+public struct Daemon: Sendable {
     /// How the daemon runs.
     public let mode: DaemonMode
     /// Where its state is.
     public let paths: DaemonPaths
+    /// Where the access configuration is read from in system mode (`authd.conf`, `authd.conf.d/`).
+    public let configurationDirectory: String
     /// The opened token store.
     public let store: TokenStore
-    /// The app groups held, each with its record as loaded at start.
-    public private(set) var records: [AppGroup: TokenRecord]
+    /// The groups' tokens and their semantics.
+    public let service: AuthService
+    /// Who may use which group.
+    public let access: AccessControl
 
+    private let timer: WallClockTimer
     private let notifier: ServiceNotifier
     private let logger: Logger
 
-    /// Opens the store (creating it, and its key when no credential is given) and loads every app group.
+    /// The default access configuration directory.
+    public static let defaultConfigurationDirectory = "/etc/exponea-authd"
+
+    /// Opens the store (creating it, and its key when no credential is given), loads every app group and, in
+    /// system mode, reads the access configuration.
     ///
     /// - Throws: ``DaemonError`` saying what stopped the start and how to fix it.
     public init(
         mode: DaemonMode,
         paths: DaemonPaths,
         environment: [String: String],
+        configurationDirectory: String = defaultConfigurationDirectory,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
         self.mode = mode
         self.paths = paths
+        self.configurationDirectory = configurationDirectory
         self.notifier = notifier
         self.logger = logger
+        let records: [TokenRecord]
         do {
             if mode == .user { try Self.createMissingParents(of: paths.stateDirectory) }
             var credentials = environment
             credentials["CREDENTIALS_DIRECTORY"] = paths.credentialsDirectory
             let key = try StoreKey.resolve(directory: paths.stateDirectory, environment: credentials, logger: logger)
             store = try TokenStore(directory: paths.stateDirectory, key: key, logger: logger)
-            records = Dictionary(uniqueKeysWithValues: try store.loadAll().map { ($0.group, $0) })
+            records = try store.loadAll()
         } catch {
             throw DaemonError(message: "cannot open the token store in \(paths.stateDirectory): \(error)")
         }
+        do {
+            timer = try WallClockTimer()
+        } catch {
+            throw DaemonError(message: "cannot create the expiry timer: \(error)")
+        }
+        switch mode {
+        case .user:
+            access = AccessControl(owner: getuid())
+        case .system:
+            do {
+                let policy = try AccessPolicy(directory: configurationDirectory)
+                for warning in policy.warnings { logger.warning("\(warning)") }
+                access = AccessControl(policy: policy)
+            } catch {
+                throw DaemonError(message: "cannot use the access configuration: \(error)")
+            }
+        }
         let now = Date()
-        for record in records.values.sorted(by: { $0.group < $1.group }) {
+        for record in records {
             logger.debug(
                 "Loaded app group",
                 metadata: [
@@ -67,6 +97,7 @@ public struct Daemon {
                 ]
             )
         }
+        service = AuthService(store: store, records: records, timer: timer, logger: logger)
         logger.info(
             "Token store ready",
             metadata: ["authd.groups": "\(records.count)", "authd.state_directory": "\(paths.stateDirectory)"]
@@ -88,13 +119,21 @@ public struct Daemon {
 
     /// A one-line status for `systemctl status`.
     public var status: String {
-        let withToken = records.values.count { $0.token != nil }
-        return "Holding \(records.count) app group\(records.count == 1 ? "" : "s") (\(withToken) with a token)"
+        let groups = runBlocking { await service.summaries() }
+        let withToken = groups.count { $0.hasToken }
+        return "Holding \(groups.count) app group\(groups.count == 1 ? "" : "s") (\(withToken) with a token)"
     }
 
-    /// Tells systemd the daemon is ready, then serves until SIGTERM or SIGINT, pinging the watchdog when
-    /// systemd asked for it.
+    /// Starts the expiry timer and the D-Bus announcements, tells systemd the daemon is ready, then serves
+    /// until SIGTERM or SIGINT, pinging the watchdog when systemd asked for it. SIGHUP reloads the access
+    /// configuration in system mode (a bad file keeps the old one).
     public func run(signals: inout SignalWaiter) {
+        let expiryLoop = ExpiryTimerLoop(service: service, timer: timer, logger: logger)
+        let announcer = BusAnnouncer(bus: mode == .system ? .system : .user, logger: logger)
+        let events = runBlocking { await service.observeAll() }
+        let forwarding = Task { for await event in events { announcer.announce(event) } }
+        runBlocking { await service.start() }
+
         notifier.notify(.ready, .status(status))
         let watchdog = notifier.watchdogInterval.map { $0 / 2 }
         while true {
@@ -102,13 +141,34 @@ public struct Daemon {
             case nil:
                 notifier.notify(.watchdog)
             case .hangUp?:
-                logger.notice("SIGHUP received: there is no configuration to reload")
+                reload()
             case .terminate?, .interrupt?:
                 logger.info("Stopping")
                 notifier.notify(.stopping, .status("Stopping"))
+                forwarding.cancel()
+                announcer.stop()
+                expiryLoop.stop()
                 return
             }
         }
+    }
+
+    /// Re-reads the access configuration (system mode).
+    private func reload() {
+        guard mode == .system else {
+            logger.notice("SIGHUP received: there is no configuration to reload in user mode")
+            return
+        }
+        notifier.notify(.reloading, .status("Reloading the access configuration"))
+        do {
+            let policy = try AccessPolicy(directory: configurationDirectory)
+            for warning in policy.warnings { logger.warning("\(warning)") }
+            access.replace(with: policy)
+            logger.info("Reloaded the access configuration", metadata: ["authd.groups": "\(policy.rules.count)"])
+        } catch {
+            logger.error("Keeping the previous access configuration: \(error)")
+        }
+        notifier.notify(.ready, .status(status))
     }
 }
 

@@ -25,6 +25,15 @@ struct ExponeaAuthd: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Keep the token store in this directory.", valueName: "path"))
     var stateDirectory: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Read the access configuration (authd.conf, authd.conf.d/) from this directory (system mode).",
+            valueName: "path"
+        )
+    )
+    var configDirectory: String = Daemon.defaultConfigurationDirectory
+
     @Option(help: "Where to log: journal, console, or auto (the journal when started by systemd).")
     var logTarget: LogTarget = .auto
 
@@ -55,7 +64,13 @@ struct ExponeaAuthd: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let paths = DaemonPaths(mode: mode, environment: environment, uid: getuid(), stateDirectory: stateDirectory)
         do {
-            let daemon = try Daemon(mode: mode, paths: paths, environment: environment, logger: logger)
+            let daemon = try Daemon(
+                mode: mode,
+                paths: paths,
+                environment: environment,
+                configurationDirectory: configDirectory,
+                logger: logger
+            )
             logger.info("Started in \(mode) mode", metadata: ["authd.status": "\(daemon.status)"])
             daemon.run(signals: &signals)
         } catch {

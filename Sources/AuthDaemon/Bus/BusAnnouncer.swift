@@ -99,16 +99,21 @@ public final class BusAnnouncer: Sendable {
 
     private func run() {
         var retry: Duration = .milliseconds(250)
+        var warned = false
         while !state.withLock({ $0.stopping }) {
             do {
                 try serve()
                 retry = .milliseconds(250)
+                warned = false
             } catch {
                 state.withLock { $0.connected = false }
-                logger.warning(
+                // Once per outage at warning level; the retries at debug level.
+                logger.log(
+                    level: warned ? .debug : .warning,
                     "D-Bus is not reachable; signals are not announced until it is",
                     metadata: ["authd.error": "\(error)", "authd.retry_in": "\(retry)"]
                 )
+                warned = true
                 waitForWakeUp(timeout: retry)
                 retry = min(retry * 2, Self.maximumRetryInterval)
             }

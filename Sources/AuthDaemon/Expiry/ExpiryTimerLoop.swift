@@ -16,9 +16,9 @@ public final class ExpiryTimerLoop: Sendable {
                     // A bounded wait, so that stop() is noticed.
                     switch try timer.wait(timeout: .milliseconds(500)) {
                     case .fired:
-                        Self.blocking { await service.expiryTimerFired() }
+                        runBlocking { await service.expiryTimerFired() }
                     case .clockChanged:
-                        Self.blocking { await service.wallClockChanged() }
+                        runBlocking { await service.wallClockChanged() }
                     case .timedOut:
                         continue
                     }
@@ -34,14 +34,4 @@ public final class ExpiryTimerLoop: Sendable {
 
     /// Stops the loop within half a second.
     public func stop() { stopped.store(true, ordering: .relaxed) }
-
-    /// Runs `body` and waits for it, so the timer is re-armed before the next wait.
-    private static func blocking(_ body: @escaping @Sendable () async -> Void) {
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            await body()
-            done.signal()
-        }
-        done.wait()
-    }
 }
