@@ -10,11 +10,54 @@ public final class PrivateBus: @unchecked Sendable {
 
     /// Starts the daemon and waits until it prints its address.
     ///
-    /// - Parameter socketPath: Where the bus listens; a fresh name in a temporary directory when nil.
-    public init(socketPath: String? = nil) throws {
+    /// - Parameters:
+    ///   - socketPath: Where the bus listens; a fresh name in a temporary directory when nil.
+    ///   - systemPolicy: A D-Bus policy file to include in a bus configured like the system bus (nobody may
+    ///     own a name or call a method unless a policy allows it); nil for a permissive session bus.
+    public init(socketPath: String? = nil, systemPolicy: String? = nil) throws {
         directory = try TemporaryDirectory(prefix: "authd-bus")
+        if systemPolicy != nil {
+            // Like the system bus, reachable by every user.
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        }
         let listen = socketPath.map { "unix:path=\($0)" } ?? "unix:dir=\(directory.path)"
         let config = directory.appending("bus.conf")
+        let policy =
+            systemPolicy.map {
+                """
+                <policy context="default">
+                  <allow user="*"/>
+                  <deny own="*"/>
+                  <deny send_type="method_call"/>
+                  <allow send_type="signal"/>
+                  <allow send_requested_reply="true" send_type="method_return"/>
+                  <allow send_requested_reply="true" send_type="error"/>
+                  <allow receive_type="method_call"/>
+                  <allow receive_type="method_return"/>
+                  <allow receive_type="error"/>
+                  <allow receive_type="signal"/>
+                  <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+                  <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+                  <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
+                  <allow eavesdrop="true"/>
+                </policy>
+                <include>\($0)</include>
+                """
+            } ?? """
+                <policy context="default">
+                  <allow user="*"/>
+                  <allow own="*"/>
+                  <allow send_type="method_call"/>
+                  <allow send_type="signal"/>
+                  <allow send_requested_reply="true" send_type="method_return"/>
+                  <allow send_requested_reply="true" send_type="error"/>
+                  <allow receive_type="method_call"/>
+                  <allow receive_type="method_return"/>
+                  <allow receive_type="error"/>
+                  <allow receive_type="signal"/>
+                  <allow eavesdrop="true"/>
+                </policy>
+                """
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -22,19 +65,7 @@ public final class PrivateBus: @unchecked Sendable {
           <type>session</type>
           <listen>\(listen)</listen>
           <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow user="*"/>
-            <allow own="*"/>
-            <allow send_type="method_call"/>
-            <allow send_type="signal"/>
-            <allow send_requested_reply="true" send_type="method_return"/>
-            <allow send_requested_reply="true" send_type="error"/>
-            <allow receive_type="method_call"/>
-            <allow receive_type="method_return"/>
-            <allow receive_type="error"/>
-            <allow receive_type="signal"/>
-            <allow eavesdrop="true"/>
-          </policy>
+        \(policy)
         </busconfig>
         """.write(toFile: config, atomically: true, encoding: .utf8)
 

@@ -51,3 +51,53 @@ struct DaemonBusTests {
         #expect(daemon.output.components(separatedBy: "D-Bus is not reachable").count == 2)
     }
 }
+
+@Suite("The shipped D-Bus policy")
+struct DaemonBusPolicyTests {
+    static let policy = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../systemd/dbus/com.exponea.AuthD1.conf").standardized.path
+
+    @Test(.enabled(if: getuid() == 0, "needs root to run the system service and to switch to nobody"))
+    func letsTheServiceOwnItsNameOnASystemBusAndAnyoneIntrospect() throws {
+        let bus = try PrivateBus(systemPolicy: Self.policy)
+        defer { bus.stop() }
+        let fixture = try DaemonStartupTests.Fixture()
+        let config = try TemporaryDirectory(prefix: "authd-etc")
+        defer { config.remove() }
+        let daemon = try BackgroundProcess(
+            BuildProducts.executable("exponea-authd"),
+            [
+                "--log-target", "console", "--state-directory", fixture.stateDirectory, "--config-directory",
+                config.path,
+            ],
+            environment: [
+                "NOTIFY_SOCKET": fixture.notify.path, "CREDENTIALS_DIRECTORY": fixture.credentials,
+                "DBUS_SYSTEM_BUS_ADDRESS": bus.address,
+            ]
+        )
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        #expect(BackgroundProcess.waitUntil { daemon.output.contains("Announcing on D-Bus") }, "\(daemon.output)")
+
+        // Anyone may introspect; nobody but the service's user (and root) may own the name.
+        let asNobody = [
+            "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/busctl", "--address=\(bus.address)",
+        ]
+        let introspection = try ChildProcess.run(
+            "/usr/bin/setpriv",
+            asNobody + ["introspect", "com.exponea.AuthD1", "/com/exponea/AuthD1"]
+        )
+        #expect(introspection.status == 0, "\(introspection.standardError) \(introspection.standardOutput)")
+        #expect(introspection.standardOutput.contains(".JwtError"))
+        let takeOver = try ChildProcess.run(
+            "/usr/bin/setpriv",
+            asNobody + [
+                "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "RequestName", "su",
+                "com.exponea.AuthD1", "0",
+            ]
+        )
+        #expect(takeOver.status != 0)
+        #expect(
+            takeOver.standardError.contains("not allowed to own") || takeOver.standardError.contains("Access denied"))
+        #expect(daemon.stop(signal: SIGTERM) == 0)
+    }
+}
