@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
@@ -65,6 +66,15 @@ let package = Package(
             resources: [.embedInCode("com.exponea.Auth.varlink")]
         ),
         .target(
+            name: "AuthTransport",
+            dependencies: [
+                "AuthProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
             name: "AuthStore",
             dependencies: [
                 "AuthCore",
@@ -79,6 +89,7 @@ let package = Package(
                 "AuthCore",
                 "AuthProtocol",
                 "AuthStore",
+                "AuthTransport",
                 "CTimerFD",
                 "Systemd",
                 .product(name: "Logging", package: "swift-log"),

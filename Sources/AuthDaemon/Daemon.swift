@@ -1,5 +1,8 @@
 import AuthCore
+import Dispatch
+import AuthProtocol
 import AuthStore
+import AuthTransport
 import Logging
 import Systemd
 
@@ -124,10 +127,27 @@ public struct Daemon: Sendable {
         return "Holding \(groups.count) app group\(groups.count == 1 ? "" : "s") (\(withToken) with a token)"
     }
 
-    /// Starts the expiry timer and the D-Bus announcements, tells systemd the daemon is ready, then serves
-    /// until SIGTERM or SIGINT, pinging the watchdog when systemd asked for it. SIGHUP reloads the access
-    /// configuration in system mode (a bad file keeps the old one).
-    public func run(signals: inout SignalWaiter) {
+    /// Serves the Varlink socket (a socket systemd passed, or one it binds), starts the expiry timer and the
+    /// D-Bus announcements, tells systemd the daemon is ready, then serves until SIGTERM or SIGINT, pinging the
+    /// watchdog when systemd asked for it. SIGHUP reloads the access configuration in system mode (a bad file
+    /// keeps the old one).
+    ///
+    /// - Throws: ``DaemonError`` when the socket cannot be served.
+    public func run(signals: inout SignalWaiter) throws(DaemonError) {
+        let server = VarlinkServer(configuration: try listenConfiguration(), handler: serviceHandler, logger: logger)
+        let started = StartSignal()
+        let serving = Task {
+            do {
+                try await server.run { started.succeed() }
+            } catch {
+                started.fail(error)
+            }
+        }
+        if let failure = started.wait() {
+            throw DaemonError(message: "\(failure)")
+        }
+        logger.info("Serving Varlink", metadata: ["authd.socket": "\(paths.socketPath)"])
+
         let expiryLoop = ExpiryTimerLoop(service: service, timer: timer, logger: logger)
         let announcer = BusAnnouncer(bus: mode == .system ? .system : .user, logger: logger)
         let events = runBlocking { await service.observeAll() }
@@ -145,12 +165,59 @@ public struct Daemon: Sendable {
             case .terminate?, .interrupt?:
                 logger.info("Stopping")
                 notifier.notify(.stopping, .status("Stopping"))
+                serving.cancel()
+                runBlocking { await serving.value }
                 forwarding.cancel()
                 announcer.stop()
                 expiryLoop.stop()
                 return
             }
         }
+    }
+
+    /// `org.varlink.service` and `com.exponea.Auth`.
+    private var serviceHandler: VarlinkServiceHandler {
+        VarlinkServiceHandler(
+            vendor: "Bloomreach",
+            product: "exponea-authd",
+            version: Self.version,
+            url: "https://github.com/exponea/exponea-authd",
+            interfaces: [
+                (
+                    AuthInterface.name, AuthInterface.description,
+                    AuthCallDispatcher(service: service, access: access, logger: logger)
+                )
+            ]
+        )
+    }
+
+    /// The daemon's version, as GetInfo reports it.
+    public static let version = "0.1.0"
+
+    /// A socket systemd passed takes precedence; otherwise the daemon binds its own in the runtime directory.
+    private func listenConfiguration() throws(DaemonError) -> VarlinkServer.Configuration {
+        let passed: [ListenedSocket]
+        do {
+            passed = try ListenedSocket.takeAll()
+        } catch {
+            throw DaemonError(message: "\(error)")
+        }
+        if let socket = passed.first(where: \.isListeningUnixStream) {
+            logger.info("Using the socket systemd passed", metadata: ["authd.fd": "\(socket.fileDescriptor)"])
+            return VarlinkServer.Configuration(listen: .descriptor(socket.fileDescriptor))
+        }
+        let directory = String(paths.socketPath[..<(paths.socketPath.lastIndex(of: "/") ?? paths.socketPath.startIndex)])
+        if !directory.isEmpty {
+            try RuntimeDirectory.prepare(directory, mode: mode == .user ? 0o700 : 0o755, private: mode == .user)
+        }
+        if paths.usesRuntimeFallback {
+            logger.notice(
+                "XDG_RUNTIME_DIR is not set: serving in a private directory instead",
+                metadata: ["authd.socket": "\(paths.socketPath)"]
+            )
+        }
+        // In system mode anyone may connect; the access policy decides per call.
+        return VarlinkServer.Configuration(listen: .path(paths.socketPath, mode: mode == .user ? 0o600 : 0o666))
     }
 
     /// Re-reads the access configuration (system mode).
@@ -169,6 +236,26 @@ public struct Daemon: Sendable {
             logger.error("Keeping the previous access configuration: \(error)")
         }
         notifier.notify(.ready, .status(status))
+    }
+}
+
+/// Hands the server's start (or its failure) from its task to the thread that waits for it.
+private final class StartSignal: @unchecked Sendable {
+    // @unchecked: `failure` is written before the semaphore is signalled and read after it is waited for.
+    private let semaphore = DispatchSemaphore(value: 0)
+    private var failure: (any Error)?
+
+    func succeed() { semaphore.signal() }
+
+    func fail(_ error: any Error) {
+        failure = error
+        semaphore.signal()
+    }
+
+    /// Waits for the start; returns the failure, if any.
+    func wait() -> (any Error)? {
+        semaphore.wait()
+        return failure
     }
 }
 

@@ -25,6 +25,9 @@ struct ExponeaAuthd: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Keep the token store in this directory.", valueName: "path"))
     var stateDirectory: String?
 
+    @Option(name: .long, help: ArgumentHelp("Serve the Varlink socket at this path.", valueName: "path"))
+    var socket: String?
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -44,6 +47,9 @@ struct ExponeaAuthd: ParsableCommand {
         if let stateDirectory, !stateDirectory.hasPrefix("/") {
             throw ValidationError("--state-directory needs an absolute path, not '\(stateDirectory)'")
         }
+        if let socket, !socket.hasPrefix("/") || socket.utf8.count > 107 {
+            throw ValidationError("--socket needs an absolute path of at most 107 bytes, not '\(socket)'")
+        }
     }
 
     func run() throws {
@@ -62,7 +68,13 @@ struct ExponeaAuthd: ParsableCommand {
         let logger = Logger(label: "exponea-authd")
 
         let environment = ProcessInfo.processInfo.environment
-        let paths = DaemonPaths(mode: mode, environment: environment, uid: getuid(), stateDirectory: stateDirectory)
+        let paths = DaemonPaths(
+            mode: mode,
+            environment: environment,
+            uid: getuid(),
+            stateDirectory: stateDirectory,
+            socketPath: socket
+        )
         do {
             let daemon = try Daemon(
                 mode: mode,
@@ -72,7 +84,7 @@ struct ExponeaAuthd: ParsableCommand {
                 logger: logger
             )
             logger.info("Started in \(mode) mode", metadata: ["authd.status": "\(daemon.status)"])
-            daemon.run(signals: &signals)
+            try daemon.run(signals: &signals)
         } catch {
             logger.critical("Cannot start: \(error)")
             throw ExitCode.failure

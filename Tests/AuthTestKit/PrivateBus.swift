@@ -159,5 +159,16 @@ public final class BackgroundProcess: @unchecked Sendable {
         return condition()
     }
 
+    /// Polls `condition` every 20 ms until it holds or `timeout` passes, without blocking a thread: for
+    /// async tests, whose pool has as few threads as the machine has cores.
+    public static func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+
     deinit { stop() }
 }

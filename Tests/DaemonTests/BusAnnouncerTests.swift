@@ -14,7 +14,7 @@ struct BusAnnouncerTests {
         defer { bus.stop() }
         let announcer = BusAnnouncer(bus: .address(bus.address), logger: Logger(label: "test"))
         defer { announcer.stop() }
-        #expect(BackgroundProcess.waitUntil { announcer.isConnected })
+        #expect(await BackgroundProcess.eventually { announcer.isConnected })
 
         let monitor = try BackgroundProcess(
             "/usr/bin/dbus-monitor",
@@ -24,9 +24,8 @@ struct BusAnnouncerTests {
         // The monitor needs a moment to attach: announce a probe until it is seen.
         let probe = AuthEvent(kind: .cleared, group: "probe", generation: 0, cause: "probe")
         #expect(
-            BackgroundProcess.waitUntil {
+            await BackgroundProcess.eventually {
                 announcer.announce(probe)
-                usleep(50_000)
                 return monitor.output.contains(#"string "probe""#)
             }
         )
@@ -51,7 +50,7 @@ struct BusAnnouncerTests {
         try await service.clear(shop, cause: .anonymize)
 
         #expect(
-            BackgroundProcess.waitUntil {
+            await BackgroundProcess.eventually {
                 monitor.output.contains("member=Cleared") && monitor.output.contains(#"string "anonymize""#)
             })
         let signals = Self.signals(in: monitor.output).filter { !$0.contains(#"string "probe""#) }

@@ -68,7 +68,7 @@ struct DaemonBusPolicyTests {
             BuildProducts.executable("exponea-authd"),
             [
                 "--log-target", "console", "--state-directory", fixture.stateDirectory, "--config-directory",
-                config.path,
+                config.path, "--socket", fixture.socketPath,
             ],
             environment: [
                 "NOTIFY_SOCKET": fixture.notify.path, "CREDENTIALS_DIRECTORY": fixture.credentials,

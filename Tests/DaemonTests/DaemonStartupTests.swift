@@ -15,6 +15,7 @@ struct DaemonStartupTests {
         let notify: NotifySocket
         var stateDirectory: String { root.appending("state") }
         var credentials: String { root.appending("credentials") }
+        var socketPath: String { root.appending("io.socket") }
 
         init() throws {
             root = try TemporaryDirectory(prefix: "authd-daemon")
@@ -43,7 +44,8 @@ struct DaemonStartupTests {
             environment.merge(extra) { _, new in new }
             return try BackgroundProcess(
                 BuildProducts.executable("exponea-authd"),
-                ["--user", "--log-target", "console", "--state-directory", stateDirectory] + arguments,
+                ["--user", "--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath]
+                    + arguments,
                 environment: environment
             )
         }
@@ -149,10 +151,11 @@ struct DaemonStartupTests {
         let daemon = try BackgroundProcess(
             BuildProducts.executable("exponea-authd"),
             ["--user", "--log-target", "console"],
-            environment: ["HOME": home.path, "NOTIFY_SOCKET": notify.path]
+            environment: ["HOME": home.path, "NOTIFY_SOCKET": notify.path, "XDG_RUNTIME_DIR": home.path]
         )
         #expect(notify.receive()?.hasPrefix("READY=1") == true)
         #expect(daemon.stop(signal: SIGTERM) == 0)
+        #expect(daemon.output.contains("Serving Varlink authd.socket=\(home.path)/exponea-authd/io.socket"))
         let state = home.appending(".local/state/exponea-authd")
         let attributes = try FileManager.default.attributesOfItem(atPath: state)
         #expect((attributes[.posixPermissions] as? Int) == 0o700)

@@ -1,19 +1,10 @@
 import AuthCore
+import AuthTransport
 import Synchronization
 
 /// Who is calling: the peer credentials of the connection (`SO_PEERCRED`), read by the transport before any
 /// call is handled.
-public struct Caller: Hashable, Sendable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
-
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-    }
-}
+public typealias Caller = PeerCredentials
 
 /// Decides whether a caller may use an app group.
 ///

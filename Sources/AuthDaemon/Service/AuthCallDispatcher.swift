@@ -1,13 +1,14 @@
 import AuthCore
 import AuthProtocol
+import AuthTransport
 import Logging
 
 /// Turns `com.exponea.Auth` calls into the service's operations: validates parameters and group names,
 /// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
 /// transport hands it each call with the caller's credentials and a function that sends one framed reply.
-public struct AuthCallDispatcher: Sendable {
+public struct AuthCallDispatcher: VarlinkCallHandler {
     /// Sends one framed reply; throws when the connection is gone.
-    public typealias Send = @Sendable ([UInt8]) async throws -> Void
+    public typealias Send = VarlinkSend
 
     /// Bounds on what a caller may pass.
     public enum Limits {

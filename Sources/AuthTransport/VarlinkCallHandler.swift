@@ -1,0 +1,72 @@
+import AuthProtocol
+
+/// Handles the calls that arrive on a connection, one after another, in order.
+public protocol VarlinkCallHandler: Sendable {
+    /// Handles one call: sends no reply (`oneway`), one, or several (`more`) through `send`, which takes one
+    /// framed message and throws once the connection is gone.
+    func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async
+}
+
+/// Sends one framed Varlink message (JSON and its NUL) to the caller.
+public typealias VarlinkSend = @Sendable ([UInt8]) async throws -> Void
+
+/// Answers `org.varlink.service` (GetInfo, GetInterfaceDescription) for the interfaces it serves, refuses
+/// unknown interfaces and `upgrade`, and passes every other call on to the interface's handler.
+public struct VarlinkServiceHandler: VarlinkCallHandler {
+    private let info: VarlinkService.Info
+    private let interfaces: [String: (description: String, handler: any VarlinkCallHandler)]
+
+    /// - Parameter interfaces: Each served interface's name, description and handler.
+    public init(
+        vendor: String,
+        product: String,
+        version: String,
+        url: String,
+        interfaces: [(name: String, description: String, handler: any VarlinkCallHandler)]
+    ) {
+        var served: [String: (String, any VarlinkCallHandler)] = [:]
+        for interface in interfaces { served[interface.name] = (interface.description, interface.handler) }
+        self.interfaces = served
+        self.info = VarlinkService.Info(
+            vendor: vendor,
+            product: product,
+            version: version,
+            url: url,
+            interfaces: [VarlinkService.name] + interfaces.map(\.name)
+        )
+    }
+
+    public func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async {
+        let reply: VarlinkSend = call.oneway ? { @Sendable _ in } : send
+        do {
+            guard !call.upgrade else { throw VarlinkError.methodNotImplemented(call.method) }
+            guard let interface = call.interface else { throw VarlinkError.interfaceNotFound(call.method) }
+            if interface == VarlinkService.name {
+                try await serviceCall(call, reply)
+            } else if let served = interfaces[interface] {
+                await served.handler.handle(call, from: peer, send: send)
+            } else {
+                throw VarlinkError.interfaceNotFound(interface)
+            }
+        } catch let error as VarlinkError {
+            try? await reply(VarlinkReplyEncoder.error(error))
+        } catch {
+            // The connection is gone.
+        }
+    }
+
+    private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkSend) async throws {
+        switch call.method {
+        case "org.varlink.service.GetInfo":
+            try await reply(VarlinkReplyEncoder.reply(info))
+        case "org.varlink.service.GetInterfaceDescription":
+            let name = try call.parameters(VarlinkService.DescriptionParameters.self).interface
+            let description =
+                name == VarlinkService.name ? VarlinkService.description : interfaces[name]?.description
+            guard let description else { throw VarlinkError.interfaceNotFound(name) }
+            try await reply(VarlinkReplyEncoder.reply(VarlinkService.DescriptionResult(description: description)))
+        default:
+            throw VarlinkError.methodNotFound(call.method)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import AuthProtocol
+import Logging
+internal import NIOCore
+
+/// One connection's inbound side: splits the byte stream into messages (bounded) and hands them, in order, to
+/// a task that runs the calls one after another. Closes the connection when a message is too large, or when
+/// the peer stops reading and the unsent output passes the high-water mark.
+final class VarlinkConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: every stored property is only touched on the channel's event loop, except `messages`, an
+    // AsyncStream continuation, which is thread-safe.
+    typealias InboundIn = ByteBuffer
+
+    private var decoder: VarlinkFrameDecoder
+    private let messages: AsyncStream<[UInt8]>.Continuation
+    private let logger: Logger
+    private let peer: PeerCredentials
+
+    init(
+        maximumMessageSize: Int,
+        peer: PeerCredentials,
+        messages: AsyncStream<[UInt8]>.Continuation,
+        logger: Logger
+    ) {
+        self.decoder = VarlinkFrameDecoder(maximumMessageSize: maximumMessageSize)
+        self.peer = peer
+        self.messages = messages
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        decoder.append(buffer.readableBytesView)
+        do {
+            while let message = try decoder.nextMessage() { messages.yield(message) }
+        } catch {
+            logger.notice(
+                "Closing a connection: \(error)",
+                metadata: ["authd.pid": "\(peer.pid)", "authd.uid": "\(peer.uid)"]
+            )
+            messages.finish()
+            context.close(promise: nil)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if !context.channel.isWritable {
+            logger.notice(
+                "Closing a connection that does not read its replies",
+                metadata: ["authd.pid": "\(peer.pid)", "authd.uid": "\(peer.uid)"]
+            )
+            context.close(promise: nil)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        messages.finish()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("Connection error: \(error)", metadata: ["authd.pid": "\(peer.pid)"])
+        context.close(promise: nil)
+    }
+}

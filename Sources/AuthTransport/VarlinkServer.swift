@@ -1,0 +1,190 @@
+import AuthProtocol
+import Logging
+internal import NIOCore
+internal import NIOPosix
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Serves Varlink on a Unix stream socket: accepts connections (bounded), reads each peer's credentials,
+/// and runs each connection's calls in order through a ``VarlinkCallHandler``.
+///
+/// ```swift
+/// let server = VarlinkServer(configuration: .init(listen: .path("/run/exponea-authd/io.socket", mode: 0o666)),
+///                            handler: handler, logger: logger)
+/// try await server.run { /* listening: tell systemd READY=1 */ }
+/// ```
+public final class VarlinkServer: Sendable {
+    /// Where to listen.
+    public enum Listen: Sendable, Hashable {
+        /// Bind a socket at `path` and give the file `mode`. A stale socket file is replaced; one that another
+        /// process serves is an error.
+        case path(String, mode: UInt32)
+        /// Adopt a listening socket systemd passed (socket activation).
+        case descriptor(Int32)
+    }
+
+    public struct Configuration: Sendable {
+        public var listen: Listen
+        /// The longest message a client may send.
+        public var maximumMessageSize = VarlinkFrameDecoder.defaultMaximumMessageSize
+        /// Connections beyond this are closed at once.
+        public var maximumConnections = 1024
+        /// Unsent output beyond which a connection that does not read is closed.
+        public var maximumPendingOutput = 1024 * 1024
+
+        public init(listen: Listen) { self.listen = listen }
+    }
+
+    private let configuration: Configuration
+    private let handler: any VarlinkCallHandler
+    private let logger: Logger
+    private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+
+    public init(configuration: Configuration, handler: any VarlinkCallHandler, logger: Logger) {
+        self.configuration = configuration
+        self.handler = handler
+        self.logger = logger
+    }
+
+    /// The number of open connections.
+    public var connectionCount: Int { connections.withLock { $0.count } }
+
+    /// Serves until the calling task is cancelled, then stops accepting and closes every connection.
+    ///
+    /// - Parameter listening: Called once the socket accepts connections.
+    /// - Throws: ``VarlinkServerError`` when the socket cannot be bound or adopted.
+    public func run(listening: @Sendable () -> Void = {}) async throws {
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .childChannelOption(
+                ChannelOptions.writeBufferWaterMark,
+                value: .init(low: configuration.maximumPendingOutput / 2, high: configuration.maximumPendingOutput)
+            )
+            .childChannelInitializer { [self] channel in initialize(channel) }
+
+        let server: any Channel
+        switch configuration.listen {
+        case .path(let path, let mode):
+            try Self.removeStaleSocket(path)
+            do {
+                server = try await bootstrap.bind(unixDomainSocketPath: path).get()
+            } catch {
+                throw VarlinkServerError(message: "cannot listen on \(path): \(error)")
+            }
+            guard chmod(path, mode_t(mode)) == 0 else {
+                server.close(promise: nil)
+                throw VarlinkServerError(message: "cannot set the mode of \(path): \(String(cString: strerror(errno)))")
+            }
+        case .descriptor(let descriptor):
+            do {
+                server = try await bootstrap.withBoundSocket(descriptor).get()
+            } catch {
+                throw VarlinkServerError(message: "cannot serve on the socket passed by systemd: \(error)")
+            }
+        }
+        listening()
+        await withTaskCancellationHandler {
+            try? await server.closeFuture.get()
+        } onCancel: {
+            server.close(promise: nil)
+        }
+        for connection in connections.withLock({ Array($0.values) }) { connection.close(promise: nil) }
+    }
+
+    private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let admitted = connections.withLock { open in
+            guard open.count < configuration.maximumConnections else { return false }
+            open[ObjectIdentifier(channel)] = channel
+            return true
+        }
+        guard admitted else {
+            logger.warning("Refusing a connection: \(configuration.maximumConnections) are open")
+            return channel.close()
+        }
+        channel.closeFuture.whenComplete { [self] _ in
+            _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+        }
+        guard let provider = channel as? any SocketOptionProvider else {
+            return channel.eventLoop.makeFailedFuture(VarlinkServerError(message: "not a socket"))
+        }
+        let credentials: EventLoopFuture<KernelCredentials> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(SO_PEERCRED)
+        )
+        return credentials.flatMap { [self] credentials in
+            let peer = PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+            let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+            let connection = VarlinkConnectionHandler(
+                maximumMessageSize: configuration.maximumMessageSize,
+                peer: peer,
+                messages: continuation,
+                logger: logger
+            )
+            let calls = Task { [handler] in
+                await Self.serve(messages, from: peer, on: channel, handler: handler)
+            }
+            channel.closeFuture.whenComplete { _ in calls.cancel() }
+            return channel.pipeline.addHandler(connection)
+        }
+    }
+
+    /// Runs one connection's calls in order.
+    private static func serve(
+        _ messages: AsyncStream<[UInt8]>,
+        from peer: PeerCredentials,
+        on channel: any Channel,
+        handler: any VarlinkCallHandler
+    ) async {
+        let send: VarlinkSend = { bytes in
+            try await channel.writeAndFlush(ByteBuffer(bytes: bytes)).get()
+        }
+        for await message in messages {
+            guard let call = try? VarlinkCall(decoding: message) else {
+                // The framing is intact, so the connection can go on.
+                try? await send(VarlinkReplyEncoder.error(.invalidParameter("method")))
+                continue
+            }
+            await handler.handle(call, from: peer, send: send)
+        }
+    }
+
+    /// Removes a socket file nobody listens on any more; refuses to take over one that is served.
+    private static func removeStaleSocket(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+            throw VarlinkServerError(message: "\(path) exists and is not a socket; move it away")
+        }
+        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(probe) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8.prefix(107)) + [0]) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if connected == 0 {
+            throw VarlinkServerError(message: "another process is serving \(path); is exponea-authd already running?")
+        }
+        unlink(path)
+    }
+}
+
+/// `struct ucred` of `<sys/socket.h>`, which Swift's Glibc module hides behind `_GNU_SOURCE`: same fields,
+/// same layout.
+struct KernelCredentials: Sendable {
+    var pid: Int32
+    var uid: UInt32
+    var gid: UInt32
+}
+
+/// The server could not start.
+public struct VarlinkServerError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
