@@ -1,8 +1,8 @@
 import AuthCore
-import Dispatch
 import AuthProtocol
 import AuthStore
 import AuthTransport
+import Dispatch
 import Logging
 import Systemd
 
@@ -206,7 +206,8 @@ public struct Daemon: Sendable {
             logger.info("Using the socket systemd passed", metadata: ["authd.fd": "\(socket.fileDescriptor)"])
             return VarlinkServer.Configuration(listen: .descriptor(socket.fileDescriptor))
         }
-        let directory = String(paths.socketPath[..<(paths.socketPath.lastIndex(of: "/") ?? paths.socketPath.startIndex)])
+        let directory = String(
+            paths.socketPath[..<(paths.socketPath.lastIndex(of: "/") ?? paths.socketPath.startIndex)])
         if !directory.isEmpty {
             try RuntimeDirectory.prepare(directory, mode: mode == .user ? 0o700 : 0o755, private: mode == .user)
         }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The directory that holds the socket.
@@ -8,7 +8,8 @@ enum RuntimeDirectory {
     /// (not a link someone planted, as could happen under `/tmp`) that, when `private`, nobody else can enter.
     static func prepare(_ path: String, mode: mode_t, private isPrivate: Bool) throws(DaemonError) {
         if mkdir(path, mode) != 0 && errno != EEXIST {
-            throw DaemonError(message: "cannot create the socket directory \(path): \(String(cString: strerror(errno)))")
+            throw DaemonError(
+                message: "cannot create the socket directory \(path): \(String(cString: strerror(errno)))")
         }
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {

@@ -5,7 +5,7 @@ internal import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Serves Varlink on a Unix stream socket: accepts connections (bounded), reads each peer's credentials,
