@@ -1,0 +1,185 @@
+import AuthTestKit
+import Foundation
+import Testing
+
+/// The real daemon over its real socket.
+@Suite("exponea-authd over Varlink")
+struct DaemonVarlinkTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+    @Test func aThirdPartyVarlinkClientWorksUnchanged() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+
+        let token = TestJWT().token(expiringIn: 3600)
+        let result = try ChildProcess.run(
+            "/usr/bin/env",
+            ["python3", Self.fixtures.appendingPathComponent("varlink-client.py").path, fixture.socketPath, "shop"],
+            input: token
+        )
+        #expect(result.status == 0, "\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(
+            lines == [
+                #"{"info": {"interfaces": ["org.varlink.service", "com.exponea.Auth"], "product": "exponea-authd"}}"#,
+                #"{"description": "interface com.exponea.Auth"}"#,
+                #"{"set": {"algorithm": "HS512", "generation": 1}}"#,
+                #"{"error": {"code": "notThreeParts", "error": "com.exponea.Auth.MalformedToken"}}"#,
+                #"{"event": {"generation": 1, "group": "shop", "kind": "tokenRefreshed"}}"#,
+            ]
+        )
+        #expect(!daemon.output.contains(token.split(separator: ".")[1]))
+    }
+
+    @Test func badInputGetsANamedErrorOrAClosedConnectionAndTheDaemonStaysUp() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+
+        // Not JSON: a named error, and the connection goes on.
+        let client = try UnixClient(path: fixture.socketPath)
+        defer { client.close() }
+        #expect(
+            try client.exchange("this is not json")
+                == #"{"error":"org.varlink.service.InvalidParameter","parameters":{"parameter":"method"}}"#)
+        #expect(
+            try client.exchange(#"{"method":"com.exponea.Auth.Nope"}"#).contains("org.varlink.service.MethodNotFound"))
+        #expect(
+            try client.exchange(#"{"method":"org.example.Other.Call"}"#).contains(
+                "org.varlink.service.InterfaceNotFound"))
+        #expect(
+            try client.exchange(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"../../etc"}}"#)
+                .contains("com.exponea.Auth.InvalidGroupName")
+        )
+        #expect(
+            try client.exchange(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":["x"]}}"#)
+                .contains("org.varlink.service.InvalidParameter")
+        )
+
+        // Over 64 KiB without a NUL: the connection is closed.
+        let flooder = try UnixClient(path: fixture.socketPath)
+        defer { flooder.close() }
+        #expect(throws: Never.self) { try flooder.send(String(repeating: "a", count: 70_000), terminated: false) }
+        #expect(try flooder.receiveUntilClosed(timeout: .seconds(5)))
+
+        // Others are unaffected, and so is a new connection.
+        #expect(try client.exchange(#"{"method":"org.varlink.service.GetInfo"}"#).contains("exponea-authd"))
+        let fresh = try UnixClient(path: fixture.socketPath)
+        defer { fresh.close() }
+        #expect(try fresh.exchange(#"{"method":"com.exponea.Auth.ListGroups"}"#) == #"{"parameters":{"groups":[]}}"#)
+        #expect(daemon.isRunning)
+    }
+
+    @Test func startsUnderSocketActivationAndServesACall() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let activator = try BackgroundProcess(
+            "/usr/bin/systemd-socket-activate",
+            [
+                "--listen=\(fixture.socketPath)", "-E", "NOTIFY_SOCKET=\(fixture.notify.path)", "-E",
+                "CREDENTIALS_DIRECTORY=\(fixture.credentials)", "-E", "HOME=\(fixture.root.path)",
+                try BuildProducts.executable("exponea-authd"), "--user", "--log-target", "console",
+                "--state-directory", fixture.stateDirectory,
+            ]
+        )
+        defer { activator.stop() }
+        #expect(BackgroundProcess.waitUntil { FileManager.default.fileExists(atPath: fixture.socketPath) })
+        let client = try UnixClient(path: fixture.socketPath)  // the first connection starts the daemon
+        defer { client.close() }
+        #expect(
+            try client.exchange(#"{"method":"org.varlink.service.GetInfo"}"#).contains(#""product":"exponea-authd""#))
+        #expect(activator.output.contains("Using the socket systemd passed"))
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to run a client as another user"))
+    func anotherUserIsRefusedUntilTheConfigurationNamesItAndIsReloaded() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: fixture.root.path)
+        let config = try TemporaryDirectory(prefix: "authd-etc")
+        defer { config.remove() }
+        let daemon = try BackgroundProcess(
+            BuildProducts.executable("exponea-authd"),
+            [
+                "--log-target", "console", "--state-directory", fixture.stateDirectory, "--config-directory",
+                config.path, "--socket", fixture.socketPath,
+            ],
+            environment: ["NOTIFY_SOCKET": fixture.notify.path, "CREDENTIALS_DIRECTORY": fixture.credentials]
+        )
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+
+        func getTokenAsNobody() throws -> String {
+            let script = """
+                import socket, sys
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                s.sendall(b'{"method":"com.exponea.Auth.GetToken","parameters":{"group":"shop"}}\\0')
+                data = b""
+                while not data.endswith(b"\\0"):
+                    chunk = s.recv(4096)
+                    if not chunk: break
+                    data += chunk
+                print(data.rstrip(b"\\0").decode())
+                """
+            return try ChildProcess.run(
+                "/usr/bin/setpriv",
+                [
+                    "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script,
+                    fixture.socketPath,
+                ]
+            ).standardOutput
+        }
+        #expect(try getTokenAsNobody().contains(#""error":"com.exponea.Auth.PermissionDenied""#))
+
+        try "[AppGroup]\nName=shop\nUsers=65534\n".write(
+            toFile: config.appending("authd.conf"),
+            atomically: true,
+            encoding: .utf8
+        )
+        kill(daemon.pid, SIGHUP)
+        #expect(fixture.notify.receive(containing: "READY=1") != nil)
+        #expect(try getTokenAsNobody() == #"{"parameters":{"generation":0}}"# + "\n")
+    }
+}
+
+extension UnixClient {
+    /// Sends `message` (with its NUL unless told otherwise).
+    func send(_ message: String, terminated: Bool = true) throws {
+        let bytes = Array(message.utf8) + (terminated ? [0] : [])
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            guard written > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            offset += written
+        }
+    }
+
+    /// Sends one call and returns the reply, without its NUL.
+    func exchange(_ message: String) throws -> String {
+        try send(message)
+        var reply: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(descriptor, &byte, 1) == 1 {
+            if byte == 0 { return String(decoding: reply, as: UTF8.self) }
+            reply.append(byte)
+        }
+        throw POSIXError(.ECONNRESET)
+    }
+
+    /// Whether the server closes the connection within `timeout`.
+    func receiveUntilClosed(timeout: Duration) throws -> Bool {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let deadline = ContinuousClock.now + timeout
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
+            guard poll(&poller, 1, 100) >= 0 else { return false }
+            if poller.revents != 0 {
+                let count = read(descriptor, &buffer, buffer.count)
+                if count <= 0 { return true }
+            }
+        }
+        return false
+    }
+}
