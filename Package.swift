@@ -5,16 +5,17 @@
 //
 // Targets, with dependencies pointing one way (top depends on bottom):
 //
-//   exponea-authd (exe)   authctl (exe)
-//          |                  |
-//      AuthDaemon        ExponeaAuth (library apps link)
-//      /    |    \            |
-// AuthStore | Systemd   AuthProtocol (Varlink wire types, no I/O)
-//      \    |               /
-//       AuthCore (pure rules: no I/O, no clock of its own)
-//                |
-//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd)
-//   AuthDaemon -> CTimerFD (glibc's <sys/timerfd.h>, which the Glibc module leaves out)
+//   exponea-authd (exe)                      authctl (exe)
+//          |                                      |
+//      AuthDaemon ----------------------+     ExponeaAuth (the library apps link)
+//      /    |     \           \         |         |
+// AuthStore |   AuthTransport  Systemd  |         |
+//      \    |     |             |       |         |
+//       \   |   AuthProtocol (Varlink wire, no I/O)|
+//        \  |     |                               |
+//         AuthCore (pure rules: no I/O, no clock of its own)
+//
+//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h)
 
 import PackageDescription
 
