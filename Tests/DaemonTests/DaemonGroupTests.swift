@@ -1,0 +1,107 @@
+import AuthTestKit
+import Foundation
+import Testing
+
+/// Several apps of one group, as separate processes and connections, against the real daemon.
+@Suite("exponea-authd: one group, many apps")
+struct DaemonGroupTests {
+    static let subscriber = DaemonVarlinkTests.fixtures.appendingPathComponent("flush-subscriber.py").path
+
+    @Test func clearWaitsForTheAppsThatAcknowledgeAndNotForeverForTheOneThatDoesNot() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        let client = try UnixClient(path: fixture.socketPath)
+        defer { client.close() }
+        let token = TestJWT().token(expiringIn: 3600)
+        _ = try client.exchange(
+            #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#)
+
+        let apps = try ["ack", "ack", "silent"].map { mode in
+            try BackgroundProcess("/usr/bin/env", ["python3", Self.subscriber, fixture.socketPath, "shop", mode])
+        }
+        defer { for app in apps { app.stop() } }
+        #expect(apps.allSatisfy { app in BackgroundProcess.waitUntil { app.output.contains("subscribed") } })
+        #expect(
+            BackgroundProcess.waitUntil {
+                (try? client.exchange(#"{"method":"com.exponea.Auth.ListGroups"}"#))?.contains(#""subscribers":3"#)
+                    == true
+            })
+
+        let started = ContinuousClock.now
+        #expect(
+            try client.exchange(#"{"method":"com.exponea.Auth.Anonymize","parameters":{"group":"shop"}}"#)
+                == #"{"parameters":{}}"#)
+        let took = ContinuousClock.now - started
+        // The silent app holds the clear up to the bound (2 s by default), not longer.
+        #expect(took >= .seconds(1.5) && took < .seconds(10))
+
+        for app in apps {
+            #expect(BackgroundProcess.waitUntil { app.output.contains("cleared") })
+            #expect(app.output.split(separator: "\n") == ["subscribed", "flushRequested", "cleared"])
+        }
+        #expect(
+            try client.exchange(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"shop"}}"#)
+                == #"{"parameters":{"generation":2}}"#)
+        #expect(!FileManager.default.fileExists(atPath: fixture.stateDirectory + "/shop.token"))
+    }
+
+    @Test func ofTwentyConcurrentClaimsExactlyOneIsGranted() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+
+        let clients = try (0..<20).map { _ in try UnixClient(path: fixture.socketPath) }
+        defer { for client in clients { client.close() } }
+        let replies = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: clients.count) { index in
+            let reply =
+                (try? clients[index].exchange(
+                    #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"shop","generation":0}}"#))
+                ?? "failed"
+            replies.withLock { $0.append(reply) }
+        }
+        let all = replies.withLock { $0 }
+        #expect(all.count == 20)
+        #expect(all.filter { $0 == #"{"parameters":{"granted":true}}"# }.count == 1)
+        #expect(all.filter { $0 == #"{"parameters":{"granted":false}}"# }.count == 19)
+    }
+
+    @Test func waitForTokenReturnsAsSoonAsAnotherAppSetsOne() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        let waiter = try UnixClient(path: fixture.socketPath)
+        let setter = try UnixClient(path: fixture.socketPath)
+        defer {
+            waiter.close()
+            setter.close()
+        }
+        let started = ContinuousClock.now
+        try waiter.send(
+            #"{"method":"com.exponea.Auth.WaitForToken","parameters":{"group":"shop","after":0,"timeoutMs":5000}}"#)
+        usleep(100_000)
+        let token = TestJWT().token(expiringIn: 3600)
+        _ = try setter.exchange(
+            #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#)
+        let reply = try waiter.receiveReply()
+        #expect(reply == #"{"parameters":{"generation":1,"token":"\#(token)"}}"#)
+        #expect(ContinuousClock.now - started < .seconds(4))
+    }
+}
+
+extension UnixClient {
+    /// The next reply, without its NUL.
+    func receiveReply() throws -> String {
+        var reply: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(descriptor, &byte, 1) == 1 {
+            if byte == 0 { return String(decoding: reply, as: UTF8.self) }
+            reply.append(byte)
+        }
+        throw POSIXError(.ECONNRESET)
+    }
+}
