@@ -121,10 +121,14 @@ public struct Daemon: Sendable {
     }
 
     /// A one-line status for `systemctl status`.
-    public var status: String {
+    public var status: String { status(clients: nil) }
+
+    private func status(clients: Int?) -> String {
         let groups = runBlocking { await service.summaries() }
         let withToken = groups.count { $0.hasToken }
-        return "Holding \(groups.count) app group\(groups.count == 1 ? "" : "s") (\(withToken) with a token)"
+        let held = "Holding \(groups.count) app group\(groups.count == 1 ? "" : "s") (\(withToken) with a token)"
+        guard let clients else { return held }
+        return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"
     }
 
     /// Serves the Varlink socket (a socket systemd passed, or one it binds), starts the expiry timer and the
@@ -154,14 +158,23 @@ public struct Daemon: Sendable {
         let forwarding = Task { for await event in events { announcer.announce(event) } }
         runBlocking { await service.start() }
 
-        notifier.notify(.ready, .status(status))
-        let watchdog = notifier.watchdogInterval.map { $0 / 2 }
+        notifier.notify(.ready, .status(status(clients: server.connectionCount)))
+        // Wake at least every 30 s to refresh the status; ping the watchdog at half its interval.
+        let interval = min(notifier.watchdogInterval.map { $0 / 2 } ?? .seconds(30), .seconds(30))
         while true {
-            switch signals.next(timeout: watchdog) {
+            switch signals.next(timeout: interval) {
             case nil:
-                notifier.notify(.watchdog)
+                // The status is computed by the service's actor: a hung service stops the pings, and systemd
+                // restarts the daemon.
+                let line = status(clients: server.connectionCount)
+                if notifier.watchdogInterval != nil {
+                    notifier.notify(.watchdog, .status(line))
+                } else {
+                    notifier.notify(.status(line))
+                }
             case .hangUp?:
                 reload()
+                notifier.notify(.ready, .status(status(clients: server.connectionCount)))
             case .terminate?, .interrupt?:
                 logger.info("Stopping")
                 notifier.notify(.stopping, .status("Stopping"))
@@ -236,7 +249,6 @@ public struct Daemon: Sendable {
         } catch {
             logger.error("Keeping the previous access configuration: \(error)")
         }
-        notifier.notify(.ready, .status(status))
     }
 }
 

@@ -55,7 +55,8 @@ struct DaemonStartupTests {
         let fixture = try Fixture()
         let daemon = try fixture.start()
 
-        #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 0 app groups (0 with a token)")
+        #expect(
+            fixture.notify.receive() == "READY=1\nSTATUS=Holding 0 app groups (0 with a token), 0 clients connected")
         #expect(daemon.stop(signal: SIGTERM) == 0)
         #expect(fixture.notify.receive() == "STOPPING=1\nSTATUS=Stopping")
         #expect(daemon.output.contains("info: Stopping"))
@@ -80,7 +81,8 @@ struct DaemonStartupTests {
         )
 
         let daemon = try fixture.start(arguments: ["--log-level", "debug"])
-        #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 2 app groups (1 with a token)")
+        #expect(
+            fixture.notify.receive() == "READY=1\nSTATUS=Holding 2 app groups (1 with a token), 0 clients connected")
         #expect(daemon.stop(signal: SIGINT) == 0)
         let log = daemon.output
         #expect(log.contains("Loaded app group authd.generation=3 authd.group=shop authd.state=valid"))
@@ -99,7 +101,7 @@ struct DaemonStartupTests {
         try Data("not a record".utf8).write(to: URL(fileURLWithPath: fixture.stateDirectory + "/news.token"))
 
         let daemon = try fixture.start(arguments: ["--log-level", "debug"])
-        #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 1 app group (1 with a token)")
+        #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 1 app group (1 with a token), 0 clients connected")
         #expect(daemon.stop(signal: SIGTERM) == 0)
         #expect(FileManager.default.fileExists(atPath: fixture.stateDirectory + "/news.token.corrupt"))
         #expect(daemon.output.contains("authd.group=shop authd.state=expiredSoon"))
@@ -112,8 +114,11 @@ struct DaemonStartupTests {
         let daemon = try fixture.start(["WATCHDOG_USEC": "200000"])
         #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
         let start = ContinuousClock.now
-        #expect(fixture.notify.receive(timeout: .seconds(2)) == "WATCHDOG=1")
-        #expect(fixture.notify.receive(timeout: .seconds(2)) == "WATCHDOG=1")
+        let client = try UnixClient(path: fixture.socketPath)
+        defer { client.close() }
+        #expect(
+            fixture.notify.receive(timeout: .seconds(2))?.hasPrefix("WATCHDOG=1\nSTATUS=Holding 0 app groups") == true)
+        #expect(fixture.notify.receive(containing: "1 client connected", timeout: .seconds(2)) != nil)
         #expect(ContinuousClock.now - start < .seconds(2))
         #expect(daemon.stop(signal: SIGTERM) == 0)
     }
