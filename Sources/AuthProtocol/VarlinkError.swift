@@ -21,6 +21,8 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
     case permissionDenied(group: String)
     /// The store could not be written; the previous state is kept.
     case storeFailure(message: String)
+    /// The group has as many subscribers as allowed.
+    case tooManySubscribers(group: String)
 
     /// The fully qualified error name.
     public var name: String {
@@ -34,6 +36,7 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidGroupName: "com.exponea.Auth.InvalidGroupName"
         case .permissionDenied: "com.exponea.Auth.PermissionDenied"
         case .storeFailure: "com.exponea.Auth.StoreFailure"
+        case .tooManySubscribers: "com.exponea.Auth.TooManySubscribers"
         }
     }
 
@@ -46,7 +49,7 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
         case .expectedMore: [:]
         case .malformedToken(let code, let message): ["code": code, "message": message]
         case .invalidGroupName(let message), .storeFailure(let message): ["message": message]
-        case .permissionDenied(let group): ["group": group]
+        case .permissionDenied(let group), .tooManySubscribers(let group): ["group": group]
         }
     }
 

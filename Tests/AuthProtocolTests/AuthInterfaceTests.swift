@@ -16,7 +16,7 @@ struct AuthInterfaceTests {
     @Test func declaresEveryInterfaceError() {
         let errors: [VarlinkError] = [
             .malformedToken(code: "", message: ""), .invalidGroupName(message: ""), .permissionDenied(group: ""),
-            .storeFailure(message: ""),
+            .storeFailure(message: ""), .tooManySubscribers(group: ""),
         ]
         for error in errors {
             let member = error.name.split(separator: ".").last!

@@ -70,7 +70,7 @@ struct AuthServiceTests {
 
     @Test func setTokenStoresItAndTellsEveryAppEvenWhenItHasExpired() async throws {
         let fixture = try Fixture()
-        let events = Collector(await fixture.service.subscribe(fixture.shop, pid: 1))
+        let events = Collector(await fixture.service.subscribe(fixture.shop, pid: 1)!)
         let expired = fixture.token(expiringIn: -10)
 
         let (generation, jwt) = try await fixture.service.setToken(expired, for: fixture.shop)
@@ -121,7 +121,7 @@ struct AuthServiceTests {
     @Test func preflightReportsEachStateAndSendsOneJwtErrorPerWindow() async throws {
         let fixture = try Fixture()
         let service = fixture.service
-        let events = Collector(await service.subscribe(fixture.shop, pid: 1))
+        let events = Collector(await service.subscribe(fixture.shop, pid: 1)!)
 
         let none = await service.preflight(fixture.shop)
         #expect(none.state == .notProvided && none.reason == .notProvided && none.token == nil)
@@ -232,8 +232,8 @@ struct AuthServiceTests {
         let service = fixture.service
         _ = try await service.identifyCustomer(
             fixture.shop, customerIds: ["registered": "erin"], token: fixture.token(expiringIn: 3600))
-        let first = Collector(await service.subscribe(fixture.shop, pid: 101))
-        let second = Collector(await service.subscribe(fixture.shop, pid: 102))
+        let first = Collector(await service.subscribe(fixture.shop, pid: 101)!)
+        let second = Collector(await service.subscribe(fixture.shop, pid: 102)!)
 
         let clearing = Task { try await service.clear(fixture.shop, cause: .anonymize) }
         #expect(await first.waitFor(count: 1))
@@ -256,7 +256,7 @@ struct AuthServiceTests {
         let fixture = try Fixture(flushTimeout: .milliseconds(200))
         let service = fixture.service
         _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
-        let silent = Collector(await service.subscribe(fixture.shop, pid: 7))
+        let silent = Collector(await service.subscribe(fixture.shop, pid: 7)!)
         let started = ContinuousClock.now
         try await service.clear(fixture.shop, cause: .clearLocalCustomerData)
         #expect(ContinuousClock.now - started >= .milliseconds(200))
@@ -281,4 +281,41 @@ final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
     init(_ value: Value) { mutex = Mutex(value) }
     func withLock<T>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
+}
+
+@Suite("Bounded subscriptions")
+struct SubscriptionBoundTests {
+    @Test func aGroupTakesNoMoreThanItsBound() async throws {
+        let directory = try TemporaryDirectory(prefix: "authd-bound")
+        defer { directory.remove() }
+        let store = try TokenStore(
+            directory: directory.appending("state"),
+            key: StoreKey(material: Array(repeating: 9, count: 32)),
+            logger: Logger(label: "test")
+        )
+        let service = AuthService(
+            store: store, records: [], maximumSubscribersPerGroup: 2, logger: Logger(label: "test"))
+        let shop = try AppGroup("shop")
+        let first = await service.subscribe(shop, pid: 1)
+        let second = await service.subscribe(shop, pid: 2)
+        #expect(first != nil && second != nil)
+        #expect(await service.subscribe(shop, pid: 3) == nil)
+        #expect(await service.subscribe(try AppGroup("news"), pid: 3) != nil)  // per group
+
+        let dispatcher = AuthCallDispatcher(
+            service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
+        let reply = Locked<[UInt8]>([])
+        await dispatcher.handle(
+            try VarlinkCall(
+                decoding: Array(
+                    #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)
+            ),
+            from: Caller(pid: 4, uid: 0, gid: 0)
+        ) { bytes in reply.withLock { $0 = bytes } }
+        #expect(
+            String(decoding: reply.withLock { $0 }.dropLast(), as: UTF8.self)
+                == #"{"error":"com.exponea.Auth.TooManySubscribers","parameters":{"group":"shop"}}"#
+        )
+        _ = (first, second)
+    }
 }

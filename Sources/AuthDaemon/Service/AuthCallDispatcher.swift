@@ -126,7 +126,10 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             guard call.more else { throw VarlinkError.expectedMore }
             let group = try permitted(call.parameters(GroupParameters.self).group, caller)
             // Streams until the connection is gone (a send throws) or the service drops a slow subscriber.
-            for await event in await service.subscribe(group, pid: caller.pid) {
+            guard let events = await service.subscribe(group, pid: caller.pid) else {
+                throw VarlinkError.tooManySubscribers(group: group.name)
+            }
+            for await event in events {
                 try await send(VarlinkReplyEncoder.reply(SubscribeResult(event: event), continues: true))
             }
 

@@ -32,6 +32,8 @@ public actor AuthService {
 
     /// Events a subscriber may have unread before it is dropped.
     static let subscriberBuffer = 256
+    /// Subscriptions one group may have at once.
+    public nonisolated let maximumSubscribersPerGroup: Int
 
     /// Creates the service over an opened store, with its records loaded.
     ///
@@ -44,6 +46,7 @@ public actor AuthService {
         refreshLease: TimeInterval = 15,
         jwtErrorWindow: TimeInterval = 2,
         flushTimeout: Duration = .seconds(2),
+        maximumSubscribersPerGroup: Int = 256,
         now: @escaping @Sendable () -> Date = Date.init,
         timer: WallClockTimer? = nil,
         logger: Logger
@@ -53,6 +56,7 @@ public actor AuthService {
         self.refreshLease = refreshLease
         self.jwtErrorWindow = jwtErrorWindow
         self.flushTimeout = flushTimeout
+        self.maximumSubscribersPerGroup = maximumSubscribersPerGroup
         self.now = now
         self.logger = logger
         for record in records {
@@ -279,9 +283,14 @@ public actor AuthService {
 
     // MARK: Events
 
-    /// The group's events from now on, for the process `pid`. The stream ends when the subscriber falls more
-    /// than ``subscriberBuffer`` events behind, or is cancelled.
-    public func subscribe(_ group: AppGroup, pid: Int32) -> AsyncStream<AuthEvent> {
+    /// The group's events from now on, for the process `pid`, or nil when the group already has
+    /// ``maximumSubscribersPerGroup`` subscriptions. The stream ends when the subscriber falls more than
+    /// ``subscriberBuffer`` events behind, or is cancelled.
+    public func subscribe(_ group: AppGroup, pid: Int32) -> AsyncStream<AuthEvent>? {
+        guard (groups[group]?.subscribers.count ?? 0) < maximumSubscribersPerGroup else {
+            logger.warning("Refusing a subscription: the group has too many", metadata: ["authd.group": "\(group)"])
+            return nil
+        }
         let id = makeID()
         let (stream, continuation) = AsyncStream.makeStream(
             of: AuthEvent.self,
