@@ -151,6 +151,10 @@ let package = Package(
             dependencies: ["AuthCore", "AuthProtocol"]
         ),
         .testTarget(
+            name: "AuthTransportTests",
+            dependencies: ["AuthProtocol", "AuthTestKit", "AuthTransport"]
+        ),
+        .testTarget(
             name: "AuthStoreTests",
             dependencies: [
                 "AuthCore",

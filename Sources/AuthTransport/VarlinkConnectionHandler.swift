@@ -1,6 +1,16 @@
 import AuthProtocol
 import Logging
 internal import NIOCore
+import Synchronization
+
+/// How many of a connection's calls are received but not yet finished; a connection with none is idle.
+final class ConnectionActivity: Sendable {
+    private let inFlight = Atomic<Int>(0)
+
+    func received() { inFlight.add(1, ordering: .relaxed) }
+    func finished() { inFlight.subtract(1, ordering: .relaxed) }
+    var isIdle: Bool { inFlight.load(ordering: .relaxed) == 0 }
+}
 
 /// One connection's inbound side: splits the byte stream into messages (bounded) and hands them, in order, to
 /// a task that runs the calls one after another. Closes the connection when a message is too large, or when
@@ -12,6 +22,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler, @unchecked Sendable
 
     private var decoder: VarlinkFrameDecoder
     private let messages: AsyncStream<[UInt8]>.Continuation
+    private let activity: ConnectionActivity
     private let logger: Logger
     private let peer: PeerCredentials
 
@@ -19,11 +30,13 @@ final class VarlinkConnectionHandler: ChannelInboundHandler, @unchecked Sendable
         maximumMessageSize: Int,
         peer: PeerCredentials,
         messages: AsyncStream<[UInt8]>.Continuation,
+        activity: ConnectionActivity,
         logger: Logger
     ) {
         self.decoder = VarlinkFrameDecoder(maximumMessageSize: maximumMessageSize)
         self.peer = peer
         self.messages = messages
+        self.activity = activity
         self.logger = logger
     }
 
@@ -31,7 +44,10 @@ final class VarlinkConnectionHandler: ChannelInboundHandler, @unchecked Sendable
         let buffer = unwrapInboundIn(data)
         decoder.append(buffer.readableBytesView)
         do {
-            while let message = try decoder.nextMessage() { messages.yield(message) }
+            while let message = try decoder.nextMessage() {
+                activity.received()
+                messages.yield(message)
+            }
         } catch {
             logger.notice(
                 "Closing a connection: \(error)",
@@ -51,6 +67,18 @@ final class VarlinkConnectionHandler: ChannelInboundHandler, @unchecked Sendable
             context.close(promise: nil)
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // A connection with a call in flight (a subscription, a wait) is busy, however quiet.
+        if event is IdleStateHandler.IdleStateEvent {
+            if activity.isIdle {
+                logger.debug("Closing an idle connection", metadata: ["authd.pid": "\(peer.pid)"])
+                context.close(promise: nil)
+            }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -34,6 +34,8 @@ public final class VarlinkServer: Sendable {
         public var maximumConnections = 1024
         /// Unsent output beyond which a connection that does not read is closed.
         public var maximumPendingOutput = 1024 * 1024
+        /// How long a connection may stay open with no call in flight and nothing received.
+        public var idleTimeout: Duration = .seconds(300)
 
         public init(listen: Listen) { self.listen = listen }
     }
@@ -117,17 +119,21 @@ public final class VarlinkServer: Sendable {
         return credentials.flatMap { [self] credentials in
             let peer = PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
             let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+            let activity = ConnectionActivity()
             let connection = VarlinkConnectionHandler(
                 maximumMessageSize: configuration.maximumMessageSize,
                 peer: peer,
                 messages: continuation,
+                activity: activity,
                 logger: logger
             )
             let calls = Task { [handler] in
-                await Self.serve(messages, from: peer, on: channel, handler: handler)
+                await Self.serve(messages, from: peer, on: channel, activity: activity, handler: handler)
             }
             channel.closeFuture.whenComplete { _ in calls.cancel() }
-            return channel.pipeline.addHandler(connection)
+            let idleNanoseconds = Int64(configuration.idleTimeout / .nanoseconds(1))
+            let idle = IdleStateHandler(allTimeout: TimeAmount.nanoseconds(idleNanoseconds))
+            return channel.pipeline.addHandlers([idle, connection])
         }
     }
 
@@ -136,12 +142,21 @@ public final class VarlinkServer: Sendable {
         _ messages: AsyncStream<[UInt8]>,
         from peer: PeerCredentials,
         on channel: any Channel,
+        activity: ConnectionActivity,
         handler: any VarlinkCallHandler
     ) async {
+        // Each reply is handed to the event loop without waiting until the peer has read it: the unsent bytes
+        // then count against the high-water mark, and a peer that stops reading is closed (see
+        // VarlinkConnectionHandler) instead of stalling the call forever. Waiting for the hand-over keeps a
+        // fast producer from queueing more than the loop has taken.
         let send: VarlinkSend = { bytes in
-            try await channel.writeAndFlush(ByteBuffer(bytes: bytes)).get()
+            try await channel.eventLoop.submit {
+                guard channel.isActive else { throw ChannelError.ioOnClosedChannel }
+                channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+            }.get()
         }
         for await message in messages {
+            defer { activity.finished() }
             guard let call = try? VarlinkCall(decoding: message) else {
                 // The framing is intact, so the connection can go on.
                 try? await send(VarlinkReplyEncoder.error(.invalidParameter("method")))

@@ -32,3 +32,54 @@ public struct UnixClient: Sendable {
     /// Closes the socket.
     public func close() { _ = Glibc.close(descriptor) }
 }
+
+extension UnixClient {
+    /// Sends `message` (with its NUL unless told otherwise).
+    public func send(_ message: String, terminated: Bool = true) throws {
+        let bytes = Array(message.utf8) + (terminated ? [0] : [])
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            guard written > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            offset += written
+        }
+    }
+
+    /// Sends one call and returns the reply, without its NUL.
+    public func exchange(_ message: String) throws -> String {
+        try send(message)
+        var reply: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(descriptor, &byte, 1) == 1 {
+            if byte == 0 { return String(decoding: reply, as: UTF8.self) }
+            reply.append(byte)
+        }
+        throw POSIXError(.ECONNRESET)
+    }
+
+    /// Whether the server closes the connection within `timeout`.
+    public func receiveUntilClosed(timeout: Duration) throws -> Bool {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let deadline = ContinuousClock.now + timeout
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
+            guard poll(&poller, 1, 100) >= 0 else { return false }
+            if poller.revents != 0 {
+                let count = read(descriptor, &buffer, buffer.count)
+                if count <= 0 { return true }
+            }
+        }
+        return false
+    }
+
+    /// The next reply, without its NUL.
+    public func receiveReply() throws -> String {
+        var reply: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(descriptor, &byte, 1) == 1 {
+            if byte == 0 { return String(decoding: reply, as: UTF8.self) }
+            reply.append(byte)
+        }
+        throw POSIXError(.ECONNRESET)
+    }
+}

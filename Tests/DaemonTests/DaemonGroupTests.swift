@@ -92,16 +92,3 @@ struct DaemonGroupTests {
         #expect(ContinuousClock.now - started < .seconds(4))
     }
 }
-
-extension UnixClient {
-    /// The next reply, without its NUL.
-    func receiveReply() throws -> String {
-        var reply: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(descriptor, &byte, 1) == 1 {
-            if byte == 0 { return String(decoding: reply, as: UTF8.self) }
-            reply.append(byte)
-        }
-        throw POSIXError(.ECONNRESET)
-    }
-}
