@@ -122,3 +122,12 @@ public enum VarlinkReplyEncoder {
         return Array(try encoder.encode(value)) + [0]
     }
 }
+
+extension VarlinkCall: CustomStringConvertible, CustomReflectable {
+    /// The method and flags only: the parameters may hold a token.
+    public var description: String {
+        "VarlinkCall(\(method)\(more ? ", more" : "")\(oneway ? ", oneway" : ""))"
+    }
+
+    public var customMirror: Mirror { Mirror(self, children: ["method": method], displayStyle: .struct) }
+}

@@ -125,3 +125,20 @@ struct VarlinkMessageTests {
 enum TestToken {
     static let value = "eyJhbGciOiJIUzUxMiJ9.eyJleHAiOjEsImlkcyI6e319.c2lnbmF0dXJl"
 }
+
+@Suite("Calls never show their parameters")
+struct VarlinkCallRedactionTests {
+    @Test func descriptionAndDumpShowTheMethodOnly() throws {
+        let call = try VarlinkCall(
+            decoding: Array(
+                #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"g","token":"\#(TestToken.value)"}}"#.utf8
+            )
+        )
+        var dumped = ""
+        dump(call, to: &dumped)
+        for text in [call.description, String(reflecting: call), dumped] {
+            #expect(!text.contains(TestToken.value))
+        }
+        #expect(call.description == "VarlinkCall(com.exponea.Auth.SetToken)")
+    }
+}
