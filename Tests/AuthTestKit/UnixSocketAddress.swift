@@ -18,8 +18,9 @@ public struct UnixClient: Sendable {
     /// The connected socket.
     public let descriptor: Int32
 
-    /// Connects to the socket at `path`.
-    public init(path: String) throws {
+    /// Connects to the socket at `path`; a read that waits longer than `receiveTimeout` fails with `ETIMEDOUT`,
+    /// so a test that expects a reply that never comes fails instead of hanging.
+    public init(path: String, receiveTimeout: Duration = .seconds(20)) throws {
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let result = UnixSocketAddress.withAddress(path) { connect(descriptor, $0, $1) }
         guard descriptor >= 0, result == 0 else {
@@ -27,6 +28,8 @@ public struct UnixClient: Sendable {
             if descriptor >= 0 { Glibc.close(descriptor) }
             throw POSIXError(code)
         }
+        var timeout = timeval(tv_sec: Int(receiveTimeout.components.seconds), tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Closes the socket.
@@ -48,13 +51,7 @@ extension UnixClient {
     /// Sends one call and returns the reply, without its NUL.
     public func exchange(_ message: String) throws -> String {
         try send(message)
-        var reply: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(descriptor, &byte, 1) == 1 {
-            if byte == 0 { return String(decoding: reply, as: UTF8.self) }
-            reply.append(byte)
-        }
-        throw POSIXError(.ECONNRESET)
+        return try receiveReply()
     }
 
     /// Whether the server closes the connection within `timeout`.
@@ -76,10 +73,16 @@ extension UnixClient {
     public func receiveReply() throws -> String {
         var reply: [UInt8] = []
         var byte: UInt8 = 0
-        while read(descriptor, &byte, 1) == 1 {
-            if byte == 0 { return String(decoding: reply, as: UTF8.self) }
-            reply.append(byte)
+        while true {
+            let count = read(descriptor, &byte, 1)
+            if count == 1 {
+                if byte == 0 { return String(decoding: reply, as: UTF8.self) }
+                reply.append(byte)
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                throw POSIXError(count < 0 && errno == EAGAIN ? .ETIMEDOUT : .ECONNRESET)
+            }
         }
-        throw POSIXError(.ECONNRESET)
     }
 }

@@ -82,8 +82,11 @@ struct AuthServiceTests {
         #expect(
             events.events.withLock { $0 } == [
                 AuthEvent(kind: .tokenRefreshed, group: "shop", generation: 1),
-                // The expiry timer finds it expired at once (R13).
-                AuthEvent(kind: .jwtError, group: "shop", generation: 1, reason: .expired, customerIds: [:]),
+                // The expiry timer finds it expired at once (R13); with nobody identified, the handler is
+                // asked for the customer the token names.
+                AuthEvent(
+                    kind: .jwtError, group: "shop", generation: 1, reason: .expired,
+                    customerIds: ["registered": "alice"]),
             ]
         )
         let (current, currentGeneration) = await fixture.service.token(for: fixture.shop)

@@ -73,6 +73,71 @@ struct DaemonVarlinkTests {
         #expect(daemon.isRunning)
     }
 
+    @Test func everyKindOfMalformedTokenIsRefusedWithWhatIsWrongAndNothingIsStored() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        let jwt = TestJWT()
+        let header = #"{"alg":"HS512","typ":"JWT"}"#
+        let table: [(token: String, code: String)] = [
+            ("", "empty"),
+            ("Bearer " + jwt.token(expiringIn: 3600), "bearerPrefix"),
+            ("only.two", "notThreeParts"),
+            ("a.b.c.d", "notThreeParts"),
+            ("!!!.e30.c2ln", "invalidBase64URL"),
+            (String(repeating: "a", count: 17_000) + ".e30.c2ln", "tooLong"),
+            (jwt.token(headerJSON: "[1]", payloadJSON: #"{"exp":1,"ids":{}}"#), "headerNotJSONObject"),
+            (jwt.token(headerJSON: #"{"typ":"JWT"}"#, payloadJSON: #"{"exp":1,"ids":{}}"#), "algorithmMissing"),
+            (jwt.token(headerJSON: header, payloadJSON: #"{"ids":{}}"#), "expirationMissing"),
+            (jwt.token(headerJSON: header, payloadJSON: #"{"exp":"soon","ids":{}}"#), "expirationNotNumber"),
+            (jwt.token(headerJSON: header, payloadJSON: #"{"exp":1e300,"ids":{}}"#), "expirationOutOfRange"),
+            (jwt.token(headerJSON: header, payloadJSON: #"{"exp":4102444800}"#), "customerIdsMissing"),
+            (
+                jwt.token(headerJSON: header, payloadJSON: #"{"exp":4102444800,"ids":{"a":1}}"#),
+                "customerIdsNotStringMap"
+            ),
+        ]
+        let client = try VarlinkTestClient(path: fixture.socketPath)
+        defer { client.close() }
+        for (token, code) in table {
+            for method in ["SetToken", "IdentifyCustomer"] {
+                var parameters: [String: Any] = ["group": "shop", "token": token]
+                if method == "IdentifyCustomer" { parameters["customerIds"] = ["registered": "x"] }
+                #expect {
+                    try client.call(method, parameters)
+                } throws: { error in
+                    guard let failure = error as? VarlinkTestClient.Failure else { return false }
+                    let message = failure.parameters["message"] ?? ""
+                    return failure.name == "com.exponea.Auth.MalformedToken"
+                        && failure.parameters["code"] == code
+                        && !message.isEmpty && (token.count < 8 || !message.contains(token.suffix(8)))
+                }
+            }
+        }
+        #expect(try client.call("GetToken", ["group": "shop"])["generation"] as? Int == 0)
+        #expect((try client.call("ListGroups")["groups"] as? [Any])?.count == 0)
+        #expect(daemon.isRunning)
+    }
+
+    @Test func aMessageWithoutItsNULGetsNoReplyAndHoldsUpNobodyElse() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        let hanging = try UnixClient(path: fixture.socketPath, receiveTimeout: .seconds(1))
+        defer { hanging.close() }
+        try hanging.send(#"{"method":"com.exponea.Auth.ListGroups"}"#, terminated: false)
+        #expect(throws: POSIXError(.ETIMEDOUT)) { try hanging.receiveReply() }
+
+        let other = try UnixClient(path: fixture.socketPath)
+        defer { other.close() }
+        #expect(try other.exchange(#"{"method":"com.exponea.Auth.ListGroups"}"#) == #"{"parameters":{"groups":[]}}"#)
+        // The NUL completes the message: it was held, not lost.
+        try hanging.send("")
+        #expect(try hanging.receiveReply() == #"{"parameters":{"groups":[]}}"#)
+    }
+
     @Test func startsUnderSocketActivationAndServesACall() throws {
         let fixture = try DaemonStartupTests.Fixture()
         let activator = try BackgroundProcess(

@@ -388,7 +388,7 @@ public actor AuthService {
                 group: group.name,
                 generation: state.generation,
                 reason: reason,
-                customerIds: state.customerIds
+                customerIds: state.customerIdsForHandler
             ),
             to: group
         )

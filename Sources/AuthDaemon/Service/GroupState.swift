@@ -20,6 +20,12 @@ struct GroupState {
     /// The flush a clear is waiting for.
     var pendingFlush: PendingFlush?
 
+    /// The customer a jwtError's handler should fetch a token for: the identified customer, or, when none
+    /// was identified, the one the current token names.
+    var customerIdsForHandler: [String: String] {
+        customerIds.isEmpty ? (token?.claims.customerIds ?? [:]) : customerIds
+    }
+
     struct Subscriber {
         /// The process that subscribed, so its AcknowledgeFlush can be matched.
         var pid: Int32

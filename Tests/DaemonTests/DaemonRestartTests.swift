@@ -1,0 +1,56 @@
+import AuthTestKit
+import Foundation
+import Testing
+
+/// What survives a stop and start of the real daemon, and what it does about time that passed meanwhile.
+@Suite("exponea-authd across a restart")
+struct DaemonRestartTests {
+    @Test func aRestartKeepsTheTokensAndFiresTheTimersThatFellDueWhileDown() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let environment = ["DBUS_SESSION_BUS_ADDRESS": bus.address]
+
+        let first = try fixture.start(environment)
+        #expect(fixture.notify.receive(containing: "READY=1") != nil)
+        let client = try VarlinkTestClient(path: fixture.socketPath)
+        let keeps = TestJWT().token(expiringIn: 3600)
+        let lapseAt = Date().timeIntervalSince1970.rounded(.down) + 3
+        let lapses = TestJWT().token(exp: lapseAt)
+        try client.call("SetToken", ["group": "shop", "token": keeps])
+        try client.call("SetToken", ["group": "news", "token": lapses])
+        client.close()
+        #expect(first.stop(signal: SIGTERM) == 0)
+        #expect(Date().timeIntervalSince1970 < lapseAt, "the daemon was stopped before news's token expired")
+
+        // While it is down, news's token expires.
+        while Date().timeIntervalSince1970 < lapseAt + 0.2 { usleep(50_000) }
+
+        let monitor = try BackgroundProcess(
+            "/usr/bin/dbus-monitor",
+            ["--address", bus.address, "type='signal',interface='com.exponea.AuthD1.Manager'"]
+        )
+        defer { monitor.stop() }
+        #expect(BackgroundProcess.waitUntil { monitor.output.contains("member=NameLost") })
+        let second = try fixture.start(environment)
+        defer { second.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive(containing: "READY=1") != nil)
+
+        let again = try VarlinkTestClient(path: fixture.socketPath)
+        defer { again.close() }
+        let shop = try again.call("GetToken", ["group": "shop"])
+        #expect(shop["token"] as? String == keeps)
+        #expect(shop["generation"] as? Int == 1)
+        let news = try again.call("GetToken", ["group": "news"])
+        #expect(news["token"] as? String == lapses)
+        #expect(try again.call("Preflight", ["group": "news"])["state"] as? String == "expired")
+
+        // The expiry that fell due while it was down is announced at start.
+        #expect(BackgroundProcess.waitUntil { monitor.output.contains("member=JwtError") })
+        let output = monitor.output
+        let signal = try #require(output.range(of: "member=JwtError").map { output[$0.lowerBound...] })
+        let lines = signal.split(separator: "\n").prefix(4).map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(lines == ["member=JwtError", #"string "news""#, #"string "expired""#, "uint64 1"])
+        #expect(!output.contains(#"string "shop""#))
+    }
+}
