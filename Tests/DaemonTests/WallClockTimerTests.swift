@@ -7,10 +7,34 @@ import Testing
     import Glibc
 #endif
 
-/// Real timerfds on the real wall clock, with short waits. A real clock jump (`ECANCELED`) needs CAP_SYS_TIME and
-/// would set the machine's clock, so it is not tested here.
-@Suite("Wall-clock timer (timerfd)")
+/// Real timerfds on the real wall clock, with short waits. Serialized: the clock-set test cancels every armed
+/// timerfd of the process.
+@Suite("Wall-clock timer (timerfd)", .serialized)
 struct WallClockTimerTests {
+    /// Whether this process has CAP_SYS_TIME.
+    static let maySetTheClock: Bool = {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+            let mask = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << 25) != 0  // CAP_SYS_TIME
+    }()
+
+    /// A clock set (NTP at boot, `date -s`) wakes the wait with `.clockChanged`, so the caller re-arms for the
+    /// new time. The test sets the clock to what it reads: the kernel counts that as a set, yet time stays put.
+    @Test(.enabled(if: maySetTheClock, "needs CAP_SYS_TIME to set the clock"))
+    func settingTheClockWakesTheWaitToReArm() throws {
+        let timer = try WallClockTimer()
+        try timer.arm(at: Date().addingTimeInterval(3600))
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        #expect(clock_settime(CLOCK_REALTIME, &now) == 0)
+        #expect(try timer.wait(timeout: .seconds(2)) == .clockChanged)
+
+        try timer.arm(at: Date().addingTimeInterval(0.05))
+        #expect(try timer.wait(timeout: .seconds(2)) == .fired)
+    }
+
     @Test func armedAheadFiresAfterTheDeadlineWithinABound() throws {
         let timer = try WallClockTimer()
         let deadline = Date().addingTimeInterval(0.1)
