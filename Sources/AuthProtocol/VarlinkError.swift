@@ -58,3 +58,24 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
         return details.isEmpty ? name : "\(name) (\(details.joined(separator: ", ")))"
     }
 }
+
+extension VarlinkError {
+    /// The error an error reply names, or nil for a name this interface does not declare (a client keeps the
+    /// name and parameters as they came).
+    public init?(name: String, parameters: [String: String]) {
+        let value = { (key: String) in parameters[key] ?? "" }
+        switch name {
+        case "org.varlink.service.InterfaceNotFound": self = .interfaceNotFound(value("interface"))
+        case "org.varlink.service.MethodNotFound": self = .methodNotFound(value("method"))
+        case "org.varlink.service.MethodNotImplemented": self = .methodNotImplemented(value("method"))
+        case "org.varlink.service.InvalidParameter": self = .invalidParameter(value("parameter"))
+        case "org.varlink.service.ExpectedMore": self = .expectedMore
+        case "com.exponea.Auth.MalformedToken": self = .malformedToken(code: value("code"), message: value("message"))
+        case "com.exponea.Auth.InvalidGroupName": self = .invalidGroupName(message: value("message"))
+        case "com.exponea.Auth.PermissionDenied": self = .permissionDenied(group: value("group"))
+        case "com.exponea.Auth.StoreFailure": self = .storeFailure(message: value("message"))
+        case "com.exponea.Auth.TooManySubscribers": self = .tooManySubscribers(group: value("group"))
+        default: return nil
+        }
+    }
+}

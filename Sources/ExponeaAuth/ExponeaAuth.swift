@@ -1,4 +1,5 @@
 import AuthCore
+import AuthProtocol
 
 // The vocabulary an app shares with the daemon, under the names the Exponea SDK uses.
 
@@ -29,3 +30,26 @@ public struct JwtErrorContext: Hashable, Sendable {
         self.customerIds = customerIds
     }
 }
+
+// The daemon's wire types, for callers of ``AuthDaemonClient``.
+
+/// Something that happened to an app group: `tokenRefreshed`, `jwtError`, `flushRequested` or `cleared`.
+public typealias AuthEvent = AuthProtocol.AuthEvent
+/// One app group as `ListGroups` shows it.
+public typealias GroupSummary = AuthProtocol.GroupSummary
+/// A token's claims as the daemon read them.
+public typealias ClaimsPayload = AuthProtocol.ClaimsPayload
+/// A token on the wire; its description never shows the token.
+public typealias CompactToken = AuthProtocol.CompactToken
+/// `SetToken`'s result: the new generation and the token's claims.
+public typealias SetTokenResult = AuthProtocol.SetTokenResult
+/// `GetToken`'s result.
+public typealias GetTokenResult = AuthProtocol.GetTokenResult
+/// `Preflight`'s result: the token to send, its state, and the handler's reason if any.
+public typealias PreflightResult = AuthProtocol.PreflightResult
+/// `ReportAuthFailure`'s result: whether to retry, and the handler's reason if any.
+public typealias ReportAuthFailureResult = AuthProtocol.ReportAuthFailureResult
+/// `WaitForToken`'s result.
+public typealias WaitForTokenResult = AuthProtocol.WaitForTokenResult
+/// What `org.varlink.service.GetInfo` says about the daemon.
+public typealias DaemonInfo = AuthProtocol.VarlinkService.Info

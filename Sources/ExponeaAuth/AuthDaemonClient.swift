@@ -1,0 +1,268 @@
+import AuthCore
+import AuthProtocol
+import Foundation
+
+/// The daemon's `com.exponea.Auth` interface, one method a call: what ``ExponeaAuthClient`` and `authctl`
+/// are built on.
+///
+/// Calls share one connection and may overlap. When the daemon is away (not started yet, restarting) a call
+/// keeps trying to connect for ``unavailableBound`` and then fails with
+/// ``AuthClientError/Code/daemonUnavailable``; a call cut off by a restart fails with
+/// ``AuthClientError/Code/connectionLost`` and the next call connects again.
+///
+/// ```swift
+/// let daemon = AuthDaemonClient()
+/// let current = try await daemon.getToken(group: "shop")
+/// ```
+public actor AuthDaemonClient {
+    /// The socket this client connects to.
+    public nonisolated let socketPath: String
+    /// How long a call waits for a daemon that is away before it fails.
+    public nonisolated let unavailableBound: Duration
+
+    private var connection: VarlinkConnection?
+
+    /// - Parameters:
+    ///   - socketPath: The daemon's socket; ``defaultSocketPath(environment:)`` when nil.
+    ///   - unavailableBound: How long a call waits for a daemon that is away before it fails.
+    public init(socketPath: String? = nil, unavailableBound: Duration = .seconds(2)) {
+        self.socketPath = socketPath ?? Self.defaultSocketPath()
+        self.unavailableBound = unavailableBound
+    }
+
+    /// The socket to use when none is given: `$EXPONEA_AUTHD_SOCKET`; else the user daemon's socket
+    /// (`$XDG_RUNTIME_DIR/exponea-authd/io.socket`, or `/tmp/exponea-authd-UID/io.socket` without
+    /// `XDG_RUNTIME_DIR`) when it exists; else the system daemon's, `/run/exponea-authd/io.socket`.
+    public static func defaultSocketPath(
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        uid: UInt32 = getuid(),
+        exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }
+    ) -> String {
+        if let path = environment["EXPONEA_AUTHD_SOCKET"], !path.isEmpty { return path }
+        let user =
+            environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? "\($0)/exponea-authd/io.socket" : nil }
+            ?? "/tmp/exponea-authd-\(uid)/io.socket"
+        return exists(user) ? user : "/run/exponea-authd/io.socket"
+    }
+
+    // MARK: Tokens
+
+    /// Stores `token` for the group; every app of the group hears `tokenRefreshed` (R4, R6).
+    public func setToken(_ token: String, group: String) async throws(AuthClientError) -> SetTokenResult {
+        try await call("SetToken", SetTokenParameters(group: group, token: CompactToken(token)))
+    }
+
+    /// The group's token, claims and generation, without side effects.
+    public func getToken(group: String) async throws(AuthClientError) -> GetTokenResult {
+        try await call("GetToken", GroupParameters(group: group))
+    }
+
+    /// The check before a stream request (R15-R17); when it has a reason, the group's apps hear `jwtError`.
+    public func preflight(group: String) async throws(AuthClientError) -> PreflightResult {
+        try await call("Preflight", GroupParameters(group: group))
+    }
+
+    /// Reports a stream request that failed with `status` and asks whether to retry (R19-R21).
+    ///
+    /// - Parameters:
+    ///   - generation: The generation of the token the request carried; nil when it carried none.
+    ///   - tokenExpired: The 401 body's `token_expired` flag.
+    public func reportAuthFailure(
+        group: String, status: Int, generation: UInt64?, tokenExpired: Bool? = nil
+    ) async throws(AuthClientError) -> ReportAuthFailureResult {
+        try await call(
+            "ReportAuthFailure",
+            ReportAuthFailureParameters(
+                group: group, status: status, generation: generation, tokenExpired: tokenExpired)
+        )
+    }
+
+    /// Returns as soon as the group's generation is newer than `after`, or after `timeout` (at most 5 s).
+    public func waitForToken(group: String, after: UInt64, timeout: Duration) async throws(AuthClientError)
+        -> WaitForTokenResult
+    {
+        let milliseconds = min(max(0, Int(timeout / .milliseconds(1))), WaitForTokenParameters.maximumTimeoutMs)
+        return try await call(
+            "WaitForToken", WaitForTokenParameters(group: group, after: after, timeoutMs: milliseconds))
+    }
+
+    /// Stores the customer ids and, when given, the token; without a token the stored one is cleared (R7).
+    /// Returns the new generation.
+    public func identifyCustomer(group: String, customerIds: [String: String], token: String?)
+        async throws(AuthClientError) -> UInt64
+    {
+        let parameters = IdentifyCustomerParameters(
+            group: group, customerIds: customerIds, token: token.map(CompactToken.init))
+        let result: GenerationResult = try await call("IdentifyCustomer", parameters)
+        return result.generation
+    }
+
+    // MARK: Clearing
+
+    /// Asks the group's apps to flush, then clears token and identity; returns when done (R8).
+    public func anonymize(group: String) async throws(AuthClientError) {
+        let _: EmptyPayload = try await call("Anonymize", GroupParameters(group: group))
+    }
+
+    /// As ``anonymize(group:)``, when the integration stops (R8).
+    public func stopIntegration(group: String) async throws(AuthClientError) {
+        let _: EmptyPayload = try await call("StopIntegration", GroupParameters(group: group))
+    }
+
+    /// Clears the whole group's local customer data, telling every app of it; returns when done (R9).
+    public func clearLocalCustomerData(group: String) async throws(AuthClientError) {
+        let _: EmptyPayload = try await call("ClearLocalCustomerData", GroupParameters(group: group))
+    }
+
+    /// Tells the daemon this process has flushed for `flushId` (R9).
+    public func acknowledgeFlush(group: String, flushId: String) async throws(AuthClientError) {
+        let _: EmptyPayload = try await call(
+            "AcknowledgeFlush", AcknowledgeFlushParameters(group: group, flushId: flushId))
+    }
+
+    /// Asks to be the one app that refreshes the group's token of `generation` (R28).
+    public func claimRefresh(group: String, generation: UInt64) async throws(AuthClientError) -> Bool {
+        let result: ClaimRefreshResult = try await call(
+            "ClaimRefresh", ClaimRefreshParameters(group: group, generation: generation))
+        return result.granted
+    }
+
+    /// The groups this user may use.
+    public func listGroups() async throws(AuthClientError) -> [GroupSummary] {
+        let result: ListGroupsResult = try await call("ListGroups", EmptyPayload())
+        return result.groups
+    }
+
+    /// What the daemon says about itself (`org.varlink.service.GetInfo`).
+    public func info() async throws(AuthClientError) -> DaemonInfo {
+        try await call("GetInfo", EmptyPayload(), interface: "org.varlink.service")
+    }
+
+    // MARK: Events
+
+    /// The group's events as they happen, on a connection of their own. The sequence throws
+    /// ``AuthClientError`` when the daemon cannot be reached or the connection is lost; subscribe again
+    /// to go on (``ExponeaAuthClient`` does so by itself).
+    public nonisolated func events(group: String) -> AsyncThrowingStream<AuthEvent, any Error> {
+        let (events, continuation) = AsyncThrowingStream.makeStream(of: AuthEvent.self)
+        let task = Task {
+            do {
+                let connection = try await self.connectWithinBound()
+                defer { connection.close() }
+                let message = try Self.encode("com.exponea.Auth.Subscribe", GroupParameters(group: group), more: true)
+                for try await reply in connection.stream(message) {
+                    let result: SubscribeResult = try Self.decode(reply)
+                    continuation.yield(result.event)
+                }
+                continuation.finish(throwing: AuthClientError(.connectionLost, "The daemon ended the subscription"))
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return events
+    }
+
+    // MARK: Calls
+
+    private func call<Parameters: Encodable, Result: Decodable>(
+        _ method: String, _ parameters: Parameters, interface: String = "com.exponea.Auth"
+    ) async throws(AuthClientError) -> Result {
+        let message = try Self.encode("\(interface).\(method)", parameters)
+        let connection = try await currentConnection()
+        let reply: [UInt8]
+        do {
+            reply = try await connection.call(message)
+        } catch {
+            if self.connection === connection { self.connection = nil }
+            throw error
+        }
+        return try Self.decode(reply)
+    }
+
+    private func currentConnection() async throws(AuthClientError) -> VarlinkConnection {
+        if let connection, connection.isActive { return connection }
+        let fresh = try await connectWithinBound()
+        if let connection, connection.isActive {
+            // Another call connected meanwhile: use one connection.
+            fresh.close()
+            return connection
+        }
+        connection = fresh
+        return fresh
+    }
+
+    private func connectWithinBound() async throws(AuthClientError) -> VarlinkConnection {
+        let deadline = ContinuousClock.now + unavailableBound
+        while true {
+            do {
+                return try await VarlinkConnection.connect(to: socketPath)
+            } catch  where error.code == .daemonUnavailable && ContinuousClock.now < deadline {
+                do {
+                    try await Task.sleep(for: .milliseconds(100))
+                } catch {
+                    throw AuthClientError(.daemonUnavailable, "Cancelled while waiting for exponea-authd")
+                }
+            }
+        }
+    }
+
+    private struct Call<Parameters: Encodable>: Encodable {
+        var method: String
+        var parameters: Parameters
+        var more: Bool?
+    }
+
+    private struct Reply<Parameters: Decodable>: Decodable {
+        var parameters: Parameters
+    }
+
+    private struct ErrorReply: Decodable {
+        var error: String
+        var parameters: [String: LenientString]?
+    }
+
+    /// A parameter value as text, whatever its JSON type, so any error reply can be read.
+    private struct LenientString: Decodable {
+        var value: String
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let string = try? container.decode(String.self) {
+                value = string
+            } else if let number = try? container.decode(Double.self) {
+                value = "\(number)"
+            } else if let bool = try? container.decode(Bool.self) {
+                value = "\(bool)"
+            } else {
+                value = ""
+            }
+        }
+    }
+
+    static func encode<Parameters: Encodable>(_ method: String, _ parameters: Parameters, more: Bool = false)
+        throws(AuthClientError) -> [UInt8]
+    {
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.withoutEscapingSlashes]
+            return Array(try encoder.encode(Call(method: method, parameters: parameters, more: more ? true : nil)))
+        } catch {
+            throw AuthClientError(.protocolError, "Cannot encode the call to \(method): \(error)")
+        }
+    }
+
+    static func decode<Result: Decodable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
+        let data = Data(reply)
+        let decoder = JSONDecoder()
+        if let failure = try? decoder.decode(ErrorReply.self, from: data) {
+            throw AuthClientError(
+                reply: failure.error, parameters: (failure.parameters ?? [:]).mapValues(\.value))
+        }
+        do {
+            if Result.self == EmptyPayload.self, let empty = EmptyPayload() as? Result { return empty }
+            return try decoder.decode(Reply<Result>.self, from: data).parameters
+        } catch {
+            throw AuthClientError(.protocolError, "The daemon's reply could not be read: \(error)")
+        }
+    }
+}

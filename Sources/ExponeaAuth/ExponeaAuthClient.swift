@@ -1,0 +1,338 @@
+import AuthCore
+import AuthProtocol
+import Foundation
+import HTTPTypes
+import Logging
+import Synchronization
+
+/// One app's view of its app group's stream JWT, held by exponea-authd and shared with every app of the
+/// group: the Exponea SDK's token API, for a Linux app.
+///
+/// ```swift
+/// let auth = ExponeaAuthClient(group: "shop", integration: .stream(StreamSettings(streamId: "my-stream")))
+/// auth.setJwtErrorHandler { context in
+///     Task { try await auth.setSdkAuthToken(await backend.fetchJwt(for: context.customerIds)) }
+/// }
+/// let (response, body) = try await auth.execute(.trackEvents, body: event, transport: send)
+/// ```
+///
+/// The client subscribes to the group's events as soon as it is made and keeps the subscription across
+/// daemon restarts. It runs the JWT error handler when the group's token needs refreshing, and, with
+/// ``coalescesRefresh`` (the default), only in the one app of the group that claims the refresh (R28).
+public final class ExponeaAuthClient: Sendable {
+    /// Posted on `NotificationCenter.default` for every token set for the group, even an expired one (R6).
+    /// `userInfo` has `"group"` and `"generation"`.
+    public static let tokenRefreshedNotification = Notification.Name("ExponeaAuthTokenRefreshed")
+
+    /// The app group.
+    public let group: String
+    /// How the app reaches Bloomreach.
+    public let integration: Integration
+    /// The daemon's interface, for what this client does not wrap.
+    public let daemon: AuthDaemonClient
+    /// How long a failed request waits for a new token before its one retry (R19; ends early, R22).
+    public let retryWait: Duration
+
+    private let state = Mutex(State())
+    private let logger: Logger
+
+    private struct State {
+        var jwtErrorHandler: (@Sendable (JwtErrorContext) async -> Void)?
+        var flushHandler: (@Sendable () async -> Void)?
+        var customerTokenProvider: (@Sendable () async -> String?)?
+        var coalescesRefresh = true
+        var eventObservers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
+        var refreshObservers: [UInt64: AsyncStream<TokenRefresh>.Continuation] = [:]
+        var nextObserver: UInt64 = 0
+        var subscription: Task<Void, Never>?
+        var closed = false
+
+        /// A new observer's id, or nil once closed.
+        mutating func makeObserverID() -> UInt64? {
+            guard !closed else { return nil }
+            nextObserver += 1
+            return nextObserver
+        }
+    }
+
+    /// Connects to the daemon and subscribes to `group`'s events.
+    ///
+    /// - Parameters:
+    ///   - socketPath: The daemon's socket; `$EXPONEA_AUTHD_SOCKET` or the default when nil
+    ///     (``AuthDaemonClient/defaultSocketPath(environment:uid:exists:)``).
+    ///   - unavailableBound: How long a call waits for a daemon that is away before it fails with
+    ///     ``AuthClientError/Code/daemonUnavailable``.
+    public init(
+        group: String,
+        integration: Integration,
+        socketPath: String? = nil,
+        unavailableBound: Duration = .seconds(2),
+        retryWait: Duration = .seconds(1),
+        logger: Logger = Logger(label: "ExponeaAuth")
+    ) {
+        self.group = group
+        self.integration = integration
+        self.daemon = AuthDaemonClient(socketPath: socketPath, unavailableBound: unavailableBound)
+        self.retryWait = retryWait
+        self.logger = logger
+        let forward: @Sendable (AuthEvent) async -> Void = { [weak self] event in await self?.handle(event) }
+        let subscription = Task { [daemon, group, logger] in
+            await Self.followEvents(of: group, from: daemon, logger: logger, forward)
+        }
+        state.withLock { $0.subscription = subscription }
+    }
+
+    deinit { close() }
+
+    /// Ends the subscription and the event sequences. Calls made afterwards still reach the daemon.
+    public func close() {
+        let (subscription, events, refreshes) = state.withLock { state in
+            state.closed = true
+            defer {
+                state.eventObservers = [:]
+                state.refreshObservers = [:]
+            }
+            return (state.subscription, state.eventObservers.values, state.refreshObservers.values)
+        }
+        subscription?.cancel()
+        events.forEach { $0.finish() }
+        refreshes.forEach { $0.finish() }
+    }
+
+    // MARK: The SDK's operations
+
+    /// Stores the stream JWT for the whole group; every app hears `tokenRefreshed`, even when it has already
+    /// expired (R4, R6). Ignored in project mode (R5).
+    ///
+    /// - Throws: ``AuthClientError`` with ``AuthClientError/Code/malformedToken`` (nothing stored) and the
+    ///   like.
+    public func setSdkAuthToken(_ token: String) async throws(AuthClientError) {
+        guard case .stream = integration else {
+            logger.debug("setSdkAuthToken ignored: the integration is a project, not a stream")
+            return
+        }
+        _ = try await daemon.setToken(token, group: group)
+    }
+
+    /// Registers the handler that fetches a new token, called on the main actor (R10, R12). Register it
+    /// before setting the first token so the proactive timer can reach it.
+    public func setJwtErrorHandler(_ handler: @escaping @MainActor @Sendable (JwtErrorContext) -> Void) {
+        state.withLock { $0.jwtErrorHandler = { context in await handler(context) } }
+    }
+
+    /// Registers the handler that fetches a new token, called isolated to `actor` (for example one with the
+    /// executor of the app's own event loop) (R10, R12).
+    public func setJwtErrorHandler<Isolation: Actor>(
+        on actor: Isolation,
+        _ handler: @escaping @Sendable (isolated Isolation, JwtErrorContext) -> Void
+    ) {
+        state.withLock { $0.jwtErrorHandler = { context in await handler(actor, context) } }
+    }
+
+    /// Whether, when the group's token needs refreshing, only the app that claims the refresh runs its
+    /// handler (R28). On by default; when off, every app with a handler runs it.
+    public var coalescesRefresh: Bool {
+        get { state.withLock { $0.coalescesRefresh } }
+        set { state.withLock { $0.coalescesRefresh = newValue } }
+    }
+
+    /// Registers what the app does when the group is about to be cleared: flush its pending events with the
+    /// current token (R8, R9). The daemon is told once it returns. Without one, the app agrees at once.
+    public func setFlushHandler(_ handler: @escaping @Sendable () async -> Void) {
+        state.withLock { $0.flushHandler = handler }
+    }
+
+    /// Registers the customer-token provider of project mode's advanced authorization, asked on every App
+    /// Inbox request (R26).
+    public func setCustomerTokenProvider(_ provider: @escaping @Sendable () async -> String?) {
+        state.withLock { $0.customerTokenProvider = provider }
+    }
+
+    /// Stores the customer's ids and token together; without a token the stored one is cleared (R7). In
+    /// project mode the stored token is kept.
+    public func identifyCustomer(_ identity: CustomerIdentity) async throws(AuthClientError) {
+        var token = identity.jwtToken
+        if case .project = integration { token = try await daemon.getToken(group: group).token?.value }
+        _ = try await daemon.identifyCustomer(group: group, customerIds: identity.customerIds, token: token)
+    }
+
+    /// Lets every app of the group flush, then clears token and identity; returns when both are done (R8).
+    public func anonymize() async throws(AuthClientError) { try await daemon.anonymize(group: group) }
+
+    /// As ``anonymize()``, when the integration stops (R8).
+    public func stopIntegration() async throws(AuthClientError) { try await daemon.stopIntegration(group: group) }
+
+    /// Clears the whole group's local customer data, telling every app of it; returns when done (R9).
+    public func clearLocalCustomerData() async throws(AuthClientError) {
+        try await daemon.clearLocalCustomerData(group: group)
+    }
+
+    /// The check before a stream request (R15-R17): the token to send, even an expired one, and its state.
+    /// When the state calls for it, the group's handler runs.
+    public func preflight() async throws(AuthClientError) -> PreflightResult {
+        try await daemon.preflight(group: group)
+    }
+
+    /// The raw token for a request, in the shape of R27.
+    public var authenticator: StreamAuthenticator { StreamAuthenticator(client: self) }
+
+    /// Sends `request` through `transport` with the SDK's policy: pre-flight, `Authorization`, one retry
+    /// after a 401 or a 403 without a token, with the token set meanwhile, no retry after a 403 with a valid
+    /// one (R15-R24); in project mode, `Authorization: Token …` (R25, R26).
+    ///
+    /// App Inbox requests that cannot have a token are answered here with a 401 and never sent (R24, R26).
+    public func execute(_ request: StreamRequest, body: Data? = nil, transport: HTTPTransport) async throws
+        -> (HTTPResponse, Data)
+    {
+        let executor = RequestExecutor(
+            daemon: daemon,
+            group: group,
+            integration: integration,
+            retryWait: retryWait,
+            customerTokenProvider: state.withLock { $0.customerTokenProvider },
+            logger: logger
+        )
+        return try await executor.execute(request, body: body, transport: transport)
+    }
+
+    // MARK: Events
+
+    /// Every event of the group from now on, until ``close()``.
+    public var events: AsyncStream<AuthEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let id: UInt64? = state.withLock { state in
+            guard let id = state.makeObserverID() else { return nil }
+            state.eventObservers[id] = continuation
+            return id
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.eventObservers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Every token set for the group from now on, even an expired one (R6), until ``close()``.
+    public var tokenRefreshes: AsyncStream<TokenRefresh> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: TokenRefresh.self, bufferingPolicy: .bufferingNewest(64))
+        let id: UInt64? = state.withLock { state in
+            guard let id = state.makeObserverID() else { return nil }
+            state.refreshObservers[id] = continuation
+            return id
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.refreshObservers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Follows the group's events for as long as the task runs, subscribing again after the daemon went
+    /// away.
+    private static func followEvents(
+        of group: String, from daemon: AuthDaemonClient, logger: Logger,
+        _ handle: @Sendable (AuthEvent) async -> Void
+    ) async {
+        var delay = Duration.milliseconds(100)
+        var warned = false
+        while !Task.isCancelled {
+            do {
+                for try await event in daemon.events(group: group) {
+                    if warned {
+                        logger.notice("Subscribed again to the app group's events", metadata: ["group": "\(group)"])
+                    }
+                    warned = false
+                    delay = .milliseconds(100)
+                    await handle(event)
+                }
+            } catch {
+                if !warned && !Task.isCancelled {
+                    logger.warning(
+                        "Lost the app group's events; subscribing again",
+                        metadata: ["group": "\(group)", "error": "\(error)"])
+                    warned = true
+                }
+            }
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(2))
+        }
+    }
+
+    private func handle(_ event: AuthEvent) async {
+        let (observers, refreshObservers) = state.withLock { ($0.eventObservers.values, $0.refreshObservers.values) }
+        observers.forEach { $0.yield(event) }
+        switch event.kind {
+        case .tokenRefreshed:
+            let refresh = TokenRefresh(group: event.group, generation: event.generation)
+            refreshObservers.forEach { $0.yield(refresh) }
+            NotificationCenter.default.post(
+                name: Self.tokenRefreshedNotification,
+                object: nil,
+                userInfo: ["group": event.group, "generation": event.generation]
+            )
+        case .jwtError:
+            await runJwtErrorHandler(for: event)
+        case .flushRequested:
+            guard let flushId = event.flushId else { return }
+            let handler = state.withLock { $0.flushHandler }
+            Task { [daemon, group, logger] in
+                await handler?()
+                do {
+                    try await daemon.acknowledgeFlush(group: group, flushId: flushId)
+                } catch {
+                    logger.warning("Could not acknowledge the flush", metadata: ["error": "\(error)"])
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    private func runJwtErrorHandler(for event: AuthEvent) async {
+        let (handler, coalesces) = state.withLock { ($0.jwtErrorHandler, $0.coalescesRefresh) }
+        guard let handler, let reason = event.reason else { return }
+        if coalesces {
+            do {
+                guard try await daemon.claimRefresh(group: group, generation: event.generation) else { return }
+            } catch {
+                // Better a second refresh than none.
+                logger.warning("Could not claim the refresh; running the handler", metadata: ["error": "\(error)"])
+            }
+        }
+        let context = JwtErrorContext(reason: reason, customerIds: event.customerIds ?? [:])
+        Task { await handler(context) }
+    }
+}
+
+/// Returns the raw stream JWT for a request, never with a `Bearer ` prefix (R27). Coalescing is the
+/// daemon's: however many callers and apps ask at once, the group's handler runs once.
+public struct StreamAuthenticator: Sendable {
+    let client: ExponeaAuthClient
+
+    /// The group's token when it is usable; otherwise waits (up to the client's retry wait) for the one the
+    /// JWT error handler sets.
+    ///
+    /// - Throws: ``AuthClientError/Code/tokenUnavailable`` when no usable token came.
+    public func getAuthHeader() async throws(AuthClientError) -> String {
+        let preflight = try await client.preflight()
+        if let token = preflight.token, preflight.state == .valid || preflight.state == .expiredSoon {
+            return token.value
+        }
+        let waited = try await client.daemon.waitForToken(
+            group: client.group, after: preflight.generation, timeout: client.retryWait)
+        if let token = waited.token, (try? StreamJWT(parsing: token.value))?.claims.expiresAt ?? .distantPast > Date() {
+            return token.value
+        }
+        throw AuthClientError(
+            .tokenUnavailable,
+            "No valid stream JWT for app group '\(client.group)': the JWT error handler set none in time")
+    }
+}

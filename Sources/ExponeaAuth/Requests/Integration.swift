@@ -1,0 +1,52 @@
+import Foundation
+
+/// How an app reaches Bloomreach: through a Data hub event stream with stream JWTs, or through an
+/// Engagement project with its API token.
+public enum Integration: Hashable, Sendable {
+    /// Stream mode: requests carry the group's stream JWT as `Authorization: Bearer …` (R23).
+    case stream(StreamSettings)
+    /// Project mode: requests carry `Authorization: Token …`, and stream JWTs are ignored (R5, R25).
+    case project(ProjectSettings)
+
+    /// The API's base URL.
+    public var baseURL: URL {
+        switch self {
+        case .stream(let settings): settings.baseURL
+        case .project(let settings): settings.baseURL
+        }
+    }
+}
+
+/// The default base URL of the Bloomreach API.
+public let defaultBaseURL = URL(string: "https://api.exponea.com")!
+
+/// A Data hub event stream.
+public struct StreamSettings: Hashable, Sendable {
+    public var streamId: String
+    public var baseURL: URL
+
+    public init(streamId: String, baseURL: URL = defaultBaseURL) {
+        self.streamId = streamId
+        self.baseURL = baseURL
+    }
+}
+
+/// An Engagement project.
+public struct ProjectSettings: Hashable, Sendable {
+    public var projectToken: String
+    /// The project API key sent as `Authorization: Token …` (R25); nil sends none.
+    public var authorization: String?
+    /// Whether App Inbox requests carry a customer token from the registered provider (R26).
+    public var advancedAuthEnabled: Bool
+    public var baseURL: URL
+
+    public init(
+        projectToken: String, authorization: String?, advancedAuthEnabled: Bool = false,
+        baseURL: URL = defaultBaseURL
+    ) {
+        self.projectToken = projectToken
+        self.authorization = authorization
+        self.advancedAuthEnabled = advancedAuthEnabled
+        self.baseURL = baseURL
+    }
+}
