@@ -95,8 +95,8 @@ public final class ExponeaAuthClient: Sendable {
             return (state.subscription, state.eventObservers.values, state.refreshObservers.values)
         }
         subscription?.cancel()
-        events.forEach { $0.finish() }
-        refreshes.forEach { $0.finish() }
+        for observer in events { observer.finish() }
+        for observer in refreshes { observer.finish() }
     }
 
     // MARK: The SDK's operations
@@ -268,11 +268,11 @@ public final class ExponeaAuthClient: Sendable {
 
     private func handle(_ event: AuthEvent) async {
         let (observers, refreshObservers) = state.withLock { ($0.eventObservers.values, $0.refreshObservers.values) }
-        observers.forEach { $0.yield(event) }
+        for observer in observers { observer.yield(event) }
         switch event.kind {
         case .tokenRefreshed:
             let refresh = TokenRefresh(group: event.group, generation: event.generation)
-            refreshObservers.forEach { $0.yield(refresh) }
+            for observer in refreshObservers { observer.yield(refresh) }
             NotificationCenter.default.post(
                 name: Self.tokenRefreshedNotification,
                 object: nil,
