@@ -195,6 +195,20 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(
+            name: "ExponeaAuthTests",
+            dependencies: [
+                "AuthTestKit",
+                "ExponeaAuth",
+                "exponea-authd",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            exclude: ["Fixtures"]
+        ),
+        .testTarget(
             name: "AuthCtlTests",
             dependencies: ["AuthTestKit", "authctl"]
         ),

@@ -5,7 +5,9 @@ import Foundation
 /// The daemon's `com.exponea.Auth` interface, one method a call: what ``ExponeaAuthClient`` and `authctl`
 /// are built on.
 ///
-/// Calls share one connection and may overlap. When the daemon is away (not started yet, restarting) a call
+/// Calls may overlap: each takes an idle connection or opens one, so a long call (`WaitForToken`, a clear
+/// waiting for the apps' flushes) never holds up a short one; a few idle connections are kept for the next
+/// calls. When the daemon is away (not started yet, restarting) a call
 /// keeps trying to connect for ``unavailableBound`` and then fails with
 /// ``AuthClientError/Code/daemonUnavailable``; a call cut off by a restart fails with
 /// ``AuthClientError/Code/connectionLost`` and the next call connects again.
@@ -20,7 +22,10 @@ public actor AuthDaemonClient {
     /// How long a call waits for a daemon that is away before it fails.
     public nonisolated let unavailableBound: Duration
 
-    private var connection: VarlinkConnection?
+    /// Connections without a call in flight, for the next calls.
+    private var idle: [VarlinkConnection] = []
+    /// How many idle connections are kept.
+    private static let maximumIdleConnections = 4
 
     /// - Parameters:
     ///   - socketPath: The daemon's socket; ``defaultSocketPath(environment:)`` when nil.
@@ -28,6 +33,10 @@ public actor AuthDaemonClient {
     public init(socketPath: String? = nil, unavailableBound: Duration = .seconds(2)) {
         self.socketPath = socketPath ?? Self.defaultSocketPath()
         self.unavailableBound = unavailableBound
+    }
+
+    deinit {
+        for connection in idle { connection.close() }
     }
 
     /// The socket to use when none is given: `$EXPONEA_AUTHD_SOCKET`; else the user daemon's socket
@@ -169,27 +178,29 @@ public actor AuthDaemonClient {
         _ method: String, _ parameters: Parameters, interface: String = "com.exponea.Auth"
     ) async throws(AuthClientError) -> Result {
         let message = try Self.encode("\(interface).\(method)", parameters)
-        let connection = try await currentConnection()
+        var (connection, reused) = try await checkOut()
         let reply: [UInt8]
         do {
             reply = try await connection.call(message)
-        } catch {
-            if self.connection === connection { self.connection = nil }
-            throw error
+        } catch  where reused && error.code == .connectionLost {
+            // An idle connection the daemon closed (it restarted) before this side noticed: once more, anew.
+            connection = try await connectWithinBound()
+            reply = try await connection.call(message)
         }
+        checkIn(connection)
         return try Self.decode(reply)
     }
 
-    private func currentConnection() async throws(AuthClientError) -> VarlinkConnection {
-        if let connection, connection.isActive { return connection }
-        let fresh = try await connectWithinBound()
-        if let connection, connection.isActive {
-            // Another call connected meanwhile: use one connection.
-            fresh.close()
-            return connection
+    private func checkOut() async throws(AuthClientError) -> (VarlinkConnection, reused: Bool) {
+        while let connection = idle.popLast() {
+            if connection.isActive { return (connection, true) }
         }
-        connection = fresh
-        return fresh
+        return (try await connectWithinBound(), false)
+    }
+
+    private func checkIn(_ connection: VarlinkConnection) {
+        guard connection.isActive, idle.count < Self.maximumIdleConnections else { return connection.close() }
+        idle.append(connection)
     }
 
     private func connectWithinBound() async throws(AuthClientError) -> VarlinkConnection {

@@ -18,4 +18,9 @@ public struct TokenRefresh: Hashable, Sendable {
     public var group: String
     /// The generation of the new token.
     public var generation: UInt64
+
+    public init(group: String, generation: UInt64) {
+        self.group = group
+        self.generation = generation
+    }
 }

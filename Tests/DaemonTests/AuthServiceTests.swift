@@ -236,16 +236,20 @@ struct AuthServiceTests {
         _ = try await service.identifyCustomer(
             fixture.shop, customerIds: ["registered": "erin"], token: fixture.token(expiringIn: 3600))
         let first = Collector(await service.subscribe(fixture.shop, pid: 101)!)
-        let second = Collector(await service.subscribe(fixture.shop, pid: 102)!)
+        let second = Collector(await service.subscribe(fixture.shop, pid: 101)!)
 
         let clearing = Task { try await service.clear(fixture.shop, cause: .anonymize) }
         #expect(await first.waitFor(count: 1))
         #expect(await second.waitFor(count: 1))
-        let flushId = try #require(first.events.withLock { $0.first?.flushId })
+        let firstId = try #require(first.events.withLock { $0.first?.flushId })
+        let secondId = try #require(second.events.withLock { $0.first?.flushId })
         #expect(first.kinds == [.flushRequested])
-        await service.acknowledgeFlush(fixture.shop, flushId: flushId, pid: 101)
-        #expect(try fixture.store.load(fixture.shop) != nil)  // still waiting for 102
-        await service.acknowledgeFlush(fixture.shop, flushId: flushId, pid: 102)
+        #expect(firstId != secondId)  // one per subscription, even of one process
+        await service.acknowledgeFlush(fixture.shop, flushId: firstId)
+        await service.acknowledgeFlush(fixture.shop, flushId: firstId)  // twice counts once
+        await service.acknowledgeFlush(fixture.shop, flushId: "not-a-flush")
+        #expect(try fixture.store.load(fixture.shop) != nil)  // still waiting for the second
+        await service.acknowledgeFlush(fixture.shop, flushId: secondId)
         try await clearing.value
 
         #expect(try fixture.store.load(fixture.shop) == nil)

@@ -136,7 +136,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         case .acknowledgeFlush:
             let parameters = try call.parameters(AcknowledgeFlushParameters.self)
             let group = try permitted(parameters.group, caller)
-            await service.acknowledgeFlush(group, flushId: parameters.flushId, pid: caller.pid)
+            await service.acknowledgeFlush(group, flushId: parameters.flushId)
             try await send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .claimRefresh:

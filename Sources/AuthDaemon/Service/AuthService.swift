@@ -227,28 +227,32 @@ public actor AuthService {
     /// Asks the group's apps to flush, waits until each has acknowledged or ``flushTimeout`` passed, then
     /// removes token and identity from memory and disk and tells the apps (`cleared`) (R8, R9).
     public func clear(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) {
-        let pids = Set(groups[group]?.subscribers.values.map(\.pid) ?? [])
+        let subscribers = groups[group]?.subscribers ?? [:]
         if groups[group]?.pendingFlush != nil {
             // Another clear is waiting for this group's flush: wait for the same one.
             await withCheckedContinuation { groups[group]?.pendingFlush?.done.append($0) }
-        } else if !pids.isEmpty {
-            let flushId = UUID().uuidString
+        } else if !subscribers.isEmpty {
+            // Each subscription gets a flushId of its own, so two apps in one process are told apart.
+            let flushIds = Dictionary(uniqueKeysWithValues: subscribers.keys.map { (UUID().uuidString, $0) })
+            let flush = makeID()
             await withCheckedContinuation { continuation in
                 groups[group, default: GroupState()].pendingFlush = GroupState.PendingFlush(
-                    flushId: flushId,
-                    waitingFor: pids,
+                    id: flush,
+                    waitingFor: flushIds,
                     done: [continuation]
                 )
-                let request = AuthEvent(
-                    kind: .flushRequested,
-                    group: group.name,
-                    generation: generation(of: group),
-                    flushId: flushId
-                )
-                send(request, to: group)
+                for (flushId, subscriber) in flushIds {
+                    let request = AuthEvent(
+                        kind: .flushRequested,
+                        group: group.name,
+                        generation: generation(of: group),
+                        flushId: flushId
+                    )
+                    _ = subscribers[subscriber]?.continuation.yield(request)
+                }
                 Task { [weak self, flushTimeout] in
                     try? await Task.sleep(for: flushTimeout)
-                    await self?.finishFlush(group, flushId: flushId, timedOut: true)
+                    await self?.finishFlush(group, flush, timedOut: true)
                 }
             }
         }
@@ -273,12 +277,13 @@ public actor AuthService {
         resumeAllWaiters(group)
     }
 
-    /// The process `pid` has flushed for `flushId`.
-    public func acknowledgeFlush(_ group: AppGroup, flushId: String, pid: Int32) {
-        guard var flush = groups[group]?.pendingFlush, flush.flushId == flushId else { return }
-        flush.waitingFor.remove(pid)
+    /// The app that was sent `flushId` has flushed.
+    public func acknowledgeFlush(_ group: AppGroup, flushId: String) {
+        guard var flush = groups[group]?.pendingFlush, flush.waitingFor.removeValue(forKey: flushId) != nil else {
+            return
+        }
         groups[group]?.pendingFlush = flush
-        if flush.waitingFor.isEmpty { finishFlush(group, flushId: flushId, timedOut: false) }
+        if flush.waitingFor.isEmpty { finishFlush(group, flush.id, timedOut: false) }
     }
 
     // MARK: Events
@@ -409,18 +414,17 @@ public actor AuthService {
     }
 
     private func unsubscribe(_ group: AppGroup, _ id: UInt64) {
-        guard let subscriber = groups[group]?.subscribers.removeValue(forKey: id) else { return }
-        // A process that is gone will not acknowledge a flush.
-        let stillThere = groups[group]?.subscribers.values.contains { $0.pid == subscriber.pid } ?? false
-        if !stillThere, let flush = groups[group]?.pendingFlush {
-            acknowledgeFlush(group, flushId: flush.flushId, pid: subscriber.pid)
+        guard groups[group]?.subscribers.removeValue(forKey: id) != nil else { return }
+        // An app that is gone will not acknowledge its flush.
+        if let flushId = groups[group]?.pendingFlush?.waitingFor.first(where: { $0.value == id })?.key {
+            acknowledgeFlush(group, flushId: flushId)
         }
     }
 
     private func stopObserving(_ id: UInt64) { observers[id] = nil }
 
-    private func finishFlush(_ group: AppGroup, flushId: String, timedOut: Bool) {
-        guard let flush = groups[group]?.pendingFlush, flush.flushId == flushId else { return }
+    private func finishFlush(_ group: AppGroup, _ id: UInt64, timedOut: Bool) {
+        guard let flush = groups[group]?.pendingFlush, flush.id == id else { return }
         groups[group]?.pendingFlush = nil
         if timedOut {
             logger.warning(

@@ -27,7 +27,7 @@ struct GroupState {
     }
 
     struct Subscriber {
-        /// The process that subscribed, so its AcknowledgeFlush can be matched.
+        /// The process that subscribed, for the log.
         var pid: Int32
         var continuation: AsyncStream<AuthEvent>.Continuation
     }
@@ -38,9 +38,10 @@ struct GroupState {
     }
 
     struct PendingFlush {
-        var flushId: String
-        /// The processes that have not yet acknowledged.
-        var waitingFor: Set<Int32>
+        /// Tells this flush from a later one, for its timeout.
+        var id: UInt64
+        /// The flushIds not yet acknowledged, with the subscription each was sent to.
+        var waitingFor: [String: UInt64]
         /// The clears waiting for the flush to end.
         var done: [CheckedContinuation<Void, Never>]
     }

@@ -1,0 +1,72 @@
+import Foundation
+
+/// The real exponea-authd binary in user mode on a private socket, state directory and store key, for tests
+/// of its clients. Killed when released.
+public final class DaemonUnderTest: @unchecked Sendable {
+    public let root: TemporaryDirectory
+    /// The socket it serves.
+    public let socketPath: String
+    private let lock = NSLock()
+    private var process: BackgroundProcess?
+    private let environment: [String: String]
+
+    /// Prepares the directories and, unless `start` is false, starts the daemon and waits until it serves.
+    public init(start: Bool = true, environment: [String: String] = [:]) throws {
+        root = try TemporaryDirectory(prefix: "authd-client")
+        socketPath = root.appending("io.socket")
+        let credentials = root.appending("credentials")
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: false)
+        try Data((0..<32).map { UInt8($0) }).write(
+            to: URL(fileURLWithPath: credentials + "/exponea-authd.store-key"))
+        var environment = environment
+        environment["HOME"] = root.path
+        environment["PATH"] = "/usr/bin:/bin"
+        environment["CREDENTIALS_DIRECTORY"] = credentials
+        // No bus for the daemon unless a test brings one: it serves the socket without.
+        environment["DBUS_SESSION_BUS_ADDRESS"] = environment["DBUS_SESSION_BUS_ADDRESS"] ?? "unix:path=/nonexistent"
+        self.environment = environment
+        if start { try self.start() }
+    }
+
+    deinit {
+        stop()
+        root.remove()
+    }
+
+    /// Starts the daemon (again) and waits until its socket accepts connections.
+    public func start() throws {
+        let process = try BackgroundProcess(
+            BuildProducts.executable("exponea-authd"),
+            [
+                "--user", "--log-target", "console", "--state-directory", root.appending("state"),
+                "--socket", socketPath,
+            ],
+            environment: environment
+        )
+        lock.withLock { self.process = process }
+        let serving = BackgroundProcess.waitUntil {
+            guard let client = try? UnixClient(path: socketPath) else { return false }
+            client.close()
+            return true
+        }
+        guard serving else { throw NotServing(output: process.output) }
+    }
+
+    /// Stops the daemon with `signal` and waits for it to end.
+    @discardableResult
+    public func stop(signal: Int32 = SIGKILL) -> Int32? {
+        let process = lock.withLock {
+            defer { self.process = nil }
+            return self.process
+        }
+        return process?.stop(signal: signal)
+    }
+
+    /// What the daemon printed so far.
+    public var output: String { lock.withLock { process?.output ?? "" } }
+
+    struct NotServing: Error, CustomStringConvertible {
+        var output: String
+        var description: String { "exponea-authd did not serve its socket; it printed:\n\(output)" }
+    }
+}

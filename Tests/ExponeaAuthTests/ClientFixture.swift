@@ -1,0 +1,52 @@
+import AuthTestKit
+import ExponeaAuth
+import Foundation
+import Synchronization
+
+/// Collects values from handlers and sequences, for async tests to wait on.
+final class Recorder<Value: Sendable>: Sendable {
+    private let values = Mutex<[Value]>([])
+
+    func append(_ value: Value) { values.withLock { $0.append(value) } }
+
+    var all: [Value] { values.withLock { $0 } }
+
+    /// Whether `count` values arrive within `timeout`.
+    func waitFor(count: Int, timeout: Duration = .seconds(10)) async -> Bool {
+        await BackgroundProcess.eventually(timeout: timeout) { all.count >= count }
+    }
+}
+
+extension DaemonUnderTest {
+    /// A client for `group` on this daemon, with short bounds.
+    func client(group: String = "shop", integration: Integration? = nil) -> ExponeaAuthClient {
+        ExponeaAuthClient(
+            group: group,
+            integration: integration ?? .stream(StreamSettings(streamId: "stream-1")),
+            socketPath: socketPath,
+            unavailableBound: .milliseconds(500)
+        )
+    }
+
+    /// Waits until the group has `count` subscribers, so no event is missed.
+    func waitForSubscribers(_ count: Int, group: String = "shop") async throws -> Bool {
+        let daemon = AuthDaemonClient(socketPath: socketPath)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let groups = try await daemon.listGroups()
+            if groups.first(where: { $0.name == group })?.subscribers == count { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+}
+
+/// Polls an async `condition` every 20 ms until it holds or `timeout` passes.
+func eventually(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
