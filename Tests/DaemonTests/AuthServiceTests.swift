@@ -172,8 +172,12 @@ struct AuthServiceTests {
         let scope = await service.reportAuthFailure(
             fixture.shop, status: 403, sentGeneration: 2, serverSaysExpired: false)
         #expect(scope == RetryDecision(retry: false, reason: nil))
-        let none = await service.reportAuthFailure(
+        // A request without a token, while there is one now: it was set since, so retry at once with it.
+        let setSince = await service.reportAuthFailure(
             fixture.shop, status: 403, sentGeneration: nil, serverSaysExpired: false)
+        #expect(setSince == RetryDecision(retry: true, reason: nil))
+        let news = try AppGroup("news")
+        let none = await service.reportAuthFailure(news, status: 403, sentGeneration: nil, serverSaysExpired: false)
         #expect(none == RetryDecision(retry: true, reason: .notProvided))
     }
 

@@ -157,7 +157,8 @@ public actor AuthService {
     ) -> RetryDecision {
         let state = groups[group]
         let current = state?.generation ?? 0
-        let replaced = sentGeneration.map { $0 < current } ?? false
+        // A request that carried no token while there is one now went out before the token was set.
+        let replaced = sentGeneration.map { $0 < current } ?? (state?.token != nil)
         let sent: TokenState = sentGeneration == nil ? .notProvided : TokenState(state?.token, at: now())
         let decision = RetryDecision(
             status: status,

@@ -1,0 +1,273 @@
+import AuthTestKit
+import ExponeaAuth
+import Foundation
+import HTTPTypes
+import Logging
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The SDK's request policy end to end: the real daemon, and a real HTTP server scripted to answer
+/// 401/403/200 that records every request it sees.
+@Suite("ExponeaAuth request policy against a scripted HTTP server")
+struct RequestPolicyTests {
+    /// The stand-in for the Bloomreach API.
+    final class ScriptedServer {
+        static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/scripted-http-server.py").path
+        let process: BackgroundProcess
+        let baseURL: URL
+
+        struct Seen: Decodable, Equatable {
+            var path: String
+            var authorization: String?
+            var contentType: String?
+            var accept: String?
+        }
+
+        init(_ responses: String...) throws {
+            process = try BackgroundProcess("/usr/bin/env", ["python3", Self.script] + responses)
+            let process = process
+            guard BackgroundProcess.waitUntil({ process.output.hasPrefix("port ") && process.output.contains("\n") }),
+                let line = process.output.split(separator: "\n").first,
+                let port = Int(line.dropFirst("port ".count))
+            else { throw POSIXError(.ETIMEDOUT) }
+            baseURL = URL(string: "http://127.0.0.1:\(port)")!
+        }
+
+        deinit { process.stop() }
+
+        /// The requests seen so far.
+        var seen: [Seen] {
+            process.output.split(separator: "\n").dropFirst().compactMap {
+                try? JSONDecoder().decode(Seen.self, from: Data($0.utf8))
+            }
+        }
+    }
+
+    /// The app's HTTP client: URLSession.
+    static let transport: HTTPTransport = { request, body in
+        var urlRequest = URLRequest(url: URL(string: "\(request.scheme!)://\(request.authority!)\(request.path!)")!)
+        urlRequest.httpMethod = request.method.rawValue
+        for field in request.headerFields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
+        urlRequest.httpBody = body ?? Data("{}".utf8)
+        let (data, response) = try await URLSession.shared.data(for: urlRequest)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        return (HTTPResponse(status: HTTPResponse.Status(code: status)), data)
+    }
+
+    func streamClient(_ daemon: DaemonUnderTest, _ server: ScriptedServer, retryWait: Duration = .seconds(1))
+        -> ExponeaAuthClient
+    {
+        ExponeaAuthClient(
+            group: "shop",
+            integration: .stream(StreamSettings(streamId: "stream-1", baseURL: server.baseURL)),
+            socketPath: daemon.socketPath,
+            unavailableBound: .milliseconds(500),
+            retryWait: retryWait
+        )
+    }
+
+    @Test func aValidTokenGoesOutOnceAsABearerWithJSONHeaders() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("200")
+        let auth = streamClient(daemon, server)
+        defer { auth.close() }
+        let token = TestJWT().token(expiringIn: 3600)
+        try await auth.setSdkAuthToken(token)
+
+        let (response, _) = try await auth.execute(
+            .trackEvents, body: Data(#"{"type":"x"}"#.utf8), transport: Self.transport)
+        #expect(response.status == .ok)
+        #expect(
+            server.seen == [
+                .init(
+                    path: "/track/u/v1/customers/events?stream_id=stream-1", authorization: "Bearer \(token)",
+                    contentType: "application/json", accept: "application/json")
+            ])
+    }
+
+    @Test func a401IsRetriedOnceWithTheTokenTheHandlerSetsMeanwhile() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer(#"401:{"token_expired":true}"#, "200")
+        // A long wait: only the new token can end it early (R22).
+        let auth = streamClient(daemon, server, retryWait: .seconds(4))
+        defer { auth.close() }
+        let old = TestJWT().token(expiringIn: 3600, ids: ["registered": "eve"])
+        let new = TestJWT().token(expiringIn: 7200, ids: ["registered": "eve"])
+        let reasons = Recorder<JwtErrorContext>()
+        auth.setJwtErrorHandler { context in
+            reasons.append(context)
+            Task { try await auth.setSdkAuthToken(new) }
+        }
+        #expect(try await daemon.waitForSubscribers(1))
+        try await auth.setSdkAuthToken(old)
+
+        let started = ContinuousClock.now
+        let (response, _) = try await auth.execute(.appInboxFetch, transport: Self.transport)
+        #expect(response.status == .ok)
+        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(server.seen.map(\.authorization) == ["Bearer \(old)", "Bearer \(new)"])
+        #expect(server.seen.map(\.path) == Array(repeating: "/webxp/streams/stream-1/appinbox/fetch", count: 2))
+        #expect(reasons.all == [JwtErrorContext(reason: .expired, customerIds: ["registered": "eve"])])
+    }
+
+    @Test func a401ThatNobodyFixesIsRetriedOnceAndThenFails() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("401")
+        let auth = streamClient(daemon, server, retryWait: .milliseconds(300))
+        defer { auth.close() }
+        let reasons = Recorder<JwtErrorReason>()
+        auth.setJwtErrorHandler { reasons.append($0.reason) }
+        #expect(try await daemon.waitForSubscribers(1))
+        let token = TestJWT().token(expiringIn: 3600)
+        try await auth.setSdkAuthToken(token)
+
+        let (response, _) = try await auth.execute(.trackCustomer, transport: Self.transport)
+        #expect(response.status == .unauthorized)
+        #expect(server.seen.map(\.authorization) == ["Bearer \(token)", "Bearer \(token)"])
+        #expect(await reasons.waitFor(count: 1))
+        #expect(reasons.all == [.invalid])
+    }
+
+    @Test func a403WithAValidTokenFailsAtOnceWithoutTheHandler() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("403", "200")
+        let auth = streamClient(daemon, server)
+        defer { auth.close() }
+        let reasons = Recorder<JwtErrorReason>()
+        auth.setJwtErrorHandler { reasons.append($0.reason) }
+        #expect(try await daemon.waitForSubscribers(1))
+        try await auth.setSdkAuthToken(TestJWT().token(expiringIn: 3600))
+
+        let (response, _) = try await auth.execute(.inAppMessages, transport: Self.transport)
+        #expect(response.status == .forbidden)
+        #expect(server.seen.count == 1)
+        // A handler run would come as an event; a later set's event proves none came before it.
+        let refreshed = Task { () -> Bool in
+            for await _ in auth.tokenRefreshes { return true }
+            return false
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        try await auth.setSdkAuthToken(TestJWT().token(expiringIn: 3600))
+        #expect(await refreshed.value)
+        #expect(reasons.all.isEmpty)
+    }
+
+    @Test func a403WithoutATokenAsksTheHandlerAndRetriesWithItsToken() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("403", "200")
+        let auth = streamClient(daemon, server, retryWait: .seconds(4))
+        defer { auth.close() }
+        let token = TestJWT().token(expiringIn: 3600)
+        let reasons = Recorder<JwtErrorReason>()
+        auth.setJwtErrorHandler { context in
+            reasons.append(context.reason)
+            Task { try await auth.setSdkAuthToken(token) }
+        }
+        #expect(try await daemon.waitForSubscribers(1))
+
+        let (response, _) = try await auth.execute(.recommendations, transport: Self.transport)
+        #expect(response.status == .ok)
+        #expect(server.seen.map(\.authorization) == [nil, "Bearer \(token)"])
+        #expect(reasons.all == [.notProvided])
+    }
+
+    @Test func appInboxWithoutATokenAsksTheHandlerOnceAndNeverReachesTheServer() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("200")
+        let auth = streamClient(daemon, server, retryWait: .milliseconds(300))
+        defer { auth.close() }
+        let reasons = Recorder<JwtErrorReason>()
+        auth.setJwtErrorHandler { reasons.append($0.reason) }
+        #expect(try await daemon.waitForSubscribers(1))
+
+        let (response, _) = try await auth.execute(.appInboxMarkAsRead, transport: Self.transport)
+        #expect(response.status == .unauthorized)
+        #expect(server.seen.isEmpty)
+        #expect(await reasons.waitFor(count: 1))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(reasons.all == [.notProvided])
+    }
+
+    @Test func appInboxGoesOutWithTheTokenTheHandlerSets() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("200")
+        let auth = streamClient(daemon, server, retryWait: .seconds(4))
+        defer { auth.close() }
+        let token = TestJWT().token(expiringIn: 3600)
+        auth.setJwtErrorHandler { _ in Task { try await auth.setSdkAuthToken(token) } }
+        #expect(try await daemon.waitForSubscribers(1))
+
+        let (response, _) = try await auth.execute(.appInboxFetch, transport: Self.transport)
+        #expect(response.status == .ok)
+        #expect(server.seen.map(\.authorization) == ["Bearer \(token)"])
+    }
+
+    @Test func theAuthenticatorReturnsTheRawToken() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("200")
+        let auth = streamClient(daemon, server, retryWait: .milliseconds(200))
+        defer { auth.close() }
+        await #expect {
+            try await auth.authenticator.getAuthHeader()
+        } throws: { ($0 as? AuthClientError)?.code == .tokenUnavailable }
+        let token = TestJWT().token(expiringIn: 3600)
+        try await auth.setSdkAuthToken(token)
+        #expect(try await auth.authenticator.getAuthHeader() == token)
+    }
+
+    @Test func projectModeSendsTheAPITokenAndAsksTheProviderForAppInbox() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("200")
+        let logs = LogCapture()
+        let settings = ProjectSettings(
+            projectToken: "project-1", authorization: "api-key", advancedAuthEnabled: true, baseURL: server.baseURL)
+        let auth = ExponeaAuthClient(
+            group: "shop", integration: .project(settings), socketPath: daemon.socketPath, logger: logs.logger())
+        defer { auth.close() }
+
+        _ = try await auth.execute(.trackCustomer, transport: Self.transport)
+        // Advanced authorization without a provider: the documented line, and no request.
+        let (unauthorized, _) = try await auth.execute(.appInboxFetch, transport: Self.transport)
+        #expect(unauthorized.status == .unauthorized)
+        #expect(logs.entries.contains { $0.message == "Advanced authorization flag has been enabled without provider" })
+
+        let asked = Recorder<Int>()
+        auth.setCustomerTokenProvider {
+            asked.append(1)
+            return "customer-token"
+        }
+        _ = try await auth.execute(.appInboxFetch, transport: Self.transport)
+        _ = try await auth.execute(.appInboxMarkAsRead, transport: Self.transport)
+        #expect(asked.all.count == 2)  // every request, nothing cached
+        #expect(
+            server.seen == [
+                .init(
+                    path: "/track/v2/projects/project-1/customers", authorization: "Token api-key",
+                    contentType: "application/json", accept: "application/json"),
+                .init(
+                    path: "/webxp/projects/project-1/appinbox/fetch", authorization: "Bearer customer-token",
+                    contentType: "application/json", accept: "application/json"),
+                .init(
+                    path: "/webxp/projects/project-1/appinbox/markasread", authorization: "Bearer customer-token",
+                    contentType: "application/json", accept: "application/json"),
+            ])
+    }
+
+    @Test func everyStreamRequestHasItsDocumentedPath() {
+        let stream = Integration.stream(StreamSettings(streamId: "s 1"))
+        #expect(
+            StreamRequest.allCases.map { $0.pathAndQuery(for: stream) } == [
+                "/track/u/v1/customers?stream_id=s%201",
+                "/track/u/v1/customers/events?stream_id=s%201",
+                "/webxp/streams/s%201/inappmessages",
+                "/webxp/streams/s%201/appinbox/fetch",
+                "/webxp/streams/s%201/appinbox/markasread",
+                "/optimization/streams/s%201/recommend/user",
+                "/campaigns/send-self-check-notification?project_id=s%201",
+            ])
+    }
+}
