@@ -23,6 +23,8 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
     case storeFailure(message: String)
     /// The group has as many subscribers as allowed.
     case tooManySubscribers(group: String)
+    /// The subscription ended: it fell too far behind, or the daemon stops. Subscribe again.
+    case subscriptionDropped(group: String)
 
     /// The fully qualified error name.
     public var name: String {
@@ -37,6 +39,7 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
         case .permissionDenied: "com.exponea.Auth.PermissionDenied"
         case .storeFailure: "com.exponea.Auth.StoreFailure"
         case .tooManySubscribers: "com.exponea.Auth.TooManySubscribers"
+        case .subscriptionDropped: "com.exponea.Auth.SubscriptionDropped"
         }
     }
 
@@ -49,7 +52,8 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
         case .expectedMore: [:]
         case .malformedToken(let code, let message): ["code": code, "message": message]
         case .invalidGroupName(let message), .storeFailure(let message): ["message": message]
-        case .permissionDenied(let group), .tooManySubscribers(let group): ["group": group]
+        case .permissionDenied(let group), .tooManySubscribers(let group), .subscriptionDropped(let group):
+            ["group": group]
         }
     }
 
@@ -75,6 +79,7 @@ extension VarlinkError {
         case "com.exponea.Auth.PermissionDenied": self = .permissionDenied(group: value("group"))
         case "com.exponea.Auth.StoreFailure": self = .storeFailure(message: value("message"))
         case "com.exponea.Auth.TooManySubscribers": self = .tooManySubscribers(group: value("group"))
+        case "com.exponea.Auth.SubscriptionDropped": self = .subscriptionDropped(group: value("group"))
         default: return nil
         }
     }

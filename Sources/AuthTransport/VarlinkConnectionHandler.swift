@@ -70,6 +70,11 @@ final class VarlinkConnectionHandler: ChannelInboundHandler, @unchecked Sendable
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            // The peer shut down its side: the calls received are answered, then the connection is closed.
+            messages.finish()
+            return
+        }
         // A connection with a call in flight (a subscription, a wait) is busy, however quiet.
         if event is IdleStateHandler.IdleStateEvent {
             if activity.isIdle {

@@ -65,6 +65,8 @@ public final class VarlinkServer: Sendable {
                 ChannelOptions.writeBufferWaterMark,
                 value: .init(low: configuration.maximumPendingOutput / 2, high: configuration.maximumPendingOutput)
             )
+            // A client may write its calls and shut down its side (`printf … | socat`): it still gets its replies.
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { [self] channel in initialize(channel) }
 
         let server: any Channel
@@ -164,6 +166,9 @@ public final class VarlinkServer: Sendable {
             }
             await handler.handle(call, from: peer, send: send)
         }
+        // No more calls will come (the peer shut down its side): close once the replies are written.
+        try? await channel.writeAndFlush(ByteBuffer()).get()
+        try? await channel.close()
     }
 
     /// Removes a socket file nobody listens on any more; refuses to take over one that is served.

@@ -67,6 +67,9 @@ public struct AuthClientError: Error, Hashable, Sendable, CustomStringConvertibl
         case .tooManySubscribers(let group)?:
             code = .tooManySubscribers
             message = "App group '\(group)' has as many subscribers as the daemon allows"
+        case .subscriptionDropped(let group)?:
+            code = .connectionLost
+            message = "The daemon ended the subscription to app group '\(group)'; subscribe again"
         case .invalidParameter(let parameter)?:
             code = .invalidParameter
             message = "The daemon refused the parameter '\(parameter)'"

@@ -16,9 +16,10 @@ struct AuthInterfaceTests {
     @Test func declaresEveryInterfaceError() {
         let errors: [VarlinkError] = [
             .malformedToken(code: "", message: ""), .invalidGroupName(message: ""), .permissionDenied(group: ""),
-            .storeFailure(message: ""), .tooManySubscribers(group: ""),
+            .storeFailure(message: ""), .tooManySubscribers(group: ""), .subscriptionDropped(group: ""),
         ]
         for error in errors {
+            #expect(VarlinkError(name: error.name, parameters: error.parameters) == error)
             let member = error.name.split(separator: ".").last!
             #expect(error.name.hasPrefix("com.exponea.Auth."))
             #expect(AuthInterface.description.contains("\nerror \(member) ("), "\(member)")

@@ -138,6 +138,22 @@ struct DaemonVarlinkTests {
         #expect(try hanging.receiveReply() == #"{"parameters":{"groups":[]}}"#)
     }
 
+    @Test func aClientThatShutsDownItsSideStillGetsEveryReply() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let daemon = try fixture.start()
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
+        // As `printf '…\0…\0' | socat - UNIX-CONNECT:…` does: write the calls, shut down writing, read.
+        let client = try UnixClient(path: fixture.socketPath)
+        defer { client.close() }
+        try client.send(#"{"method":"org.varlink.service.GetInfo"}"#)
+        try client.send(#"{"method":"com.exponea.Auth.ListGroups"}"#)
+        #expect(shutdown(client.descriptor, Int32(SHUT_WR)) == 0)
+        #expect(try client.receiveReply().contains(#""product":"exponea-authd""#))
+        #expect(try client.receiveReply() == #"{"parameters":{"groups":[]}}"#)
+        #expect(try client.receiveUntilClosed(timeout: .seconds(5)))
+    }
+
     @Test func startsUnderSocketActivationAndServesACall() throws {
         let fixture = try DaemonStartupTests.Fixture()
         let activator = try BackgroundProcess(

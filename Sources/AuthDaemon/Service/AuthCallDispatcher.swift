@@ -132,6 +132,8 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             for await event in events {
                 try await send(VarlinkReplyEncoder.reply(SubscribeResult(event: event), continues: true))
             }
+            // The service dropped the subscription (it fell too far behind, or the daemon stops): end the call.
+            throw VarlinkError.subscriptionDropped(group: group.name)
 
         case .acknowledgeFlush:
             let parameters = try call.parameters(AcknowledgeFlushParameters.self)
