@@ -1,0 +1,58 @@
+import AuthTestKit
+import ExponeaAuth
+import Foundation
+import HTTPTypes
+import Synchronization
+import Testing
+
+/// The README's example, its lines in order with checks between them, and a backend, a tracker and an HTTP
+/// client made up for the test.
+@Suite("The README's example")
+struct ReadmeExampleTests {
+    struct Backend {
+        let token: String
+        func fetchJwt(for customerIds: [String: String]) async -> String { token }
+    }
+
+    final class Tracker: Sendable {
+        let flushes = Mutex(0)
+        func flush() async { flushes.withLock { $0 += 1 } }
+    }
+
+    final class HTTPClient: Sendable {
+        let authorizations = Mutex<[String?]>([])
+        func send(_ request: HTTPRequest, _ body: Data?) async throws -> (HTTPResponse, Data) {
+            authorizations.withLock { $0.append(request.headerFields[.authorization]) }
+            return (HTTPResponse(status: .ok), Data())
+        }
+    }
+
+    @Test func runsAsWritten() async throws {
+        let daemon = try DaemonUnderTest()
+        let backend = Backend(token: TestJWT().token(expiringIn: 3600))
+        let tracker = Tracker()
+        let http = HTTPClient()
+        let event = Data(#"{"type":"page_view"}"#.utf8)
+
+        // From the README:
+        let auth = ExponeaAuthClient(
+            group: "shop", integration: .stream(StreamSettings(streamId: "my-stream")), socketPath: daemon.socketPath)
+        auth.setJwtErrorHandler { context in  // on the main actor, in one app of the group only (R28)
+            Task { try await auth.setSdkAuthToken(await backend.fetchJwt(for: context.customerIds)) }
+        }
+        auth.setFlushHandler { await tracker.flush() }  // runs before anonymize or clear empties the group
+        #expect(try await daemon.waitForSubscribers(1))
+        let (response, _) = try await auth.execute(.trackEvents, body: event, transport: http.send)  // R15-R24
+
+        // No token at first: the request went out without one (the 200 needed no retry), and the pre-flight
+        // asked the handler, which stores the backend's token.
+        #expect(response.status == .ok)
+        #expect(http.authorizations.withLock { $0 } == [nil])
+        #expect(await eventually { (try? await auth.daemon.getToken(group: "shop").token?.value) == backend.token })
+
+        try await auth.anonymize()  // every app of the group flushes, then the token is gone
+        #expect(tracker.flushes.withLock { $0 } == 1)
+        #expect(try await auth.daemon.getToken(group: "shop").token == nil)
+        auth.close()
+    }
+}
