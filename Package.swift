@@ -210,7 +210,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthCtlTests",
-            dependencies: ["AuthTestKit", "authctl"]
+            dependencies: ["AuthTestKit", "authctl", "exponea-authd"]
         ),
     ]
 )

@@ -1,21 +1,59 @@
 import ArgumentParser
+import Foundation
 
 @main
-struct AuthCtl: ParsableCommand {
+struct AuthCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authctl",
         abstract: "Inspect and manage the stream JWTs that exponea-authd holds for app groups.",
         discussion: """
-            Tokens are read from standard input, never from the command line: the arguments of a \
-            process are visible to every user of the machine.
+            Tokens are read from standard input (or a file), never from the command line: the \
+            arguments of a process are visible to every user of the machine. Every command that talks \
+            to the daemon takes --socket and --json; see 'authctl help COMMAND'.
+
+            Exit status: 0 success; 1 an error, which standard error explains; 2 a wrong command \
+            line; 3 no usable token (get, preflight); 69 exponea-authd is not reachable; 77 this user \
+            may not use the daemon or the app group.
+
+            Shell completions: authctl --generate-completion-script bash (or zsh, fish).
             """,
         version: "0.1.0",
-        subcommands: [Decode.self]
+        subcommands: [
+            Status.self, ListGroups.self, Get.self, SetToken.self, Preflight.self, Identify.self,
+            Anonymize.self, Stop.self, Clear.self, Watch.self, Decode.self,
+        ]
     )
+
+    /// As `AsyncParsableCommand.main()`, but a wrong command line exits with 2 (argument-parser's default is
+    /// EX_USAGE, 64) and its message starts with `authctl:` like every other error.
+    static func main() async {
+        do {
+            var command = try await asyncParseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            var message = fullMessage(for: error)
+            if message.hasPrefix("Error: ") { message = "authctl: " + message.dropFirst("Error: ".count) }
+            printError(message)
+            Foundation.exit(AuthCtlExit.usage.rawValue)
+        }
+    }
 }
 
-/// Exit codes shared by the subcommands.
+/// The exit codes of `authctl`, as the man page documents them.
 enum AuthCtlExit {
-    /// The input was not what the command needs (a malformed token, for example).
+    /// An error that standard error explains (a malformed token, for example).
     static let failure = ExitCode(1)
+    /// The command line is wrong.
+    static let usage = ExitCode(2)
+    /// `get`, `preflight`: the group has no token, or it has expired.
+    static let noToken = ExitCode(3)
+    /// EX_UNAVAILABLE: exponea-authd is not reachable, or went away.
+    static let unavailable = ExitCode(69)
+    /// EX_NOPERM: this user may not use the daemon or the app group.
+    static let permissionDenied = ExitCode(77)
 }

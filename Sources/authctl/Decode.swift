@@ -99,7 +99,3 @@ extension AuthCtl {
         }
     }
 }
-
-func printError(_ message: String) {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
-}

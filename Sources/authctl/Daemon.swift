@@ -1,0 +1,72 @@
+import ArgumentParser
+import ExponeaAuth
+import Foundation
+
+/// The options of every command that talks to the daemon.
+struct DaemonOptions: ParsableArguments {
+    /// How long a command waits for a daemon that is away: short, so that a script fails fast.
+    static let unavailableBound = Duration.seconds(1)
+
+    @Option(
+        help: ArgumentHelp(
+            "Talk to the daemon at this socket instead of $EXPONEA_AUTHD_SOCKET or the default.",
+            valueName: "path"
+        ),
+        completion: .file()
+    )
+    var socket: String?
+
+    @Flag(help: "Print JSON for scripts instead of text.")
+    var json = false
+
+    func validate() throws {
+        if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
+    }
+
+    /// A client for the chosen socket.
+    func client() -> AuthDaemonClient {
+        AuthDaemonClient(socketPath: socket, unavailableBound: Self.unavailableBound)
+    }
+
+    /// Runs `body` with a client; a failed call is reported as `authctl: <message>` and ends the command with
+    /// its exit code.
+    func withClient<T>(_ body: (AuthDaemonClient) async throws -> T) async throws -> T {
+        do {
+            return try await body(client())
+        } catch let error as AuthClientError {
+            throw report(error)
+        }
+    }
+}
+
+/// The positional app group argument, validated before the daemon is asked.
+struct GroupArgument: ParsableArguments {
+    @Argument(help: "The app group, such as com.example.shop.")
+    var group: String
+
+    func validate() throws {
+        do {
+            _ = try AppGroup(group)
+        } catch {
+            throw ValidationError("'\(group)' is not an app group name: \(error)")
+        }
+    }
+}
+
+/// Prints `authctl: <message>` and returns the exit code for `error`.
+func report(_ error: AuthClientError) -> ExitCode {
+    printError("authctl: \(error.message)")
+    return error.exitCode
+}
+
+extension AuthClientError {
+    /// The exit code a failure of this kind ends `authctl` with.
+    var exitCode: ExitCode {
+        switch code {
+        case .daemonUnavailable, .connectionLost: AuthCtlExit.unavailable
+        case .permissionDenied: AuthCtlExit.permissionDenied
+        case .invalidGroupName: AuthCtlExit.usage
+        default: AuthCtlExit.failure
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import AuthTestKit
+import Foundation
+import Testing
+
+@Suite("authctl status, list, anonymize, stop and clear against the daemon")
+struct GroupCommandTests {
+    let signer = TestJWT()
+
+    @Test func statusSaysWhichDaemonAnswersWhereAndHowManyGroups() throws {
+        let daemon = try DaemonFixture()
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        _ = try daemon.authctl(["identify", "news", "--id", "cookie=c"])
+
+        let text = try daemon.authctl(["status"])
+        #expect(text.status == 0)
+        let lines = text.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.count == 4)
+        #expect(lines.first?.wholeMatch(of: /daemon:     exponea-authd \S+ \(Bloomreach\)/) != nil, "\(lines)")
+        #expect(lines.dropFirst().first == "socket:     \(daemon.socketPath)")
+        #expect(lines.dropFirst(2).first?.hasPrefix("interfaces: ") == true)
+        #expect(lines.dropFirst(2).first?.contains("com.exponea.Auth") == true)
+        #expect(lines.last == "groups:     2 (1 with a token)")
+
+        let json = try daemon.authctl(["status", "--json"])
+        #expect(json.status == 0)
+        let object = try parseJSON(json.standardOutput)
+        #expect(object["product"] as? String == "exponea-authd")
+        #expect(object["vendor"] as? String == "Bloomreach")
+        #expect(object["version"] is String)
+        #expect(object["socket"] as? String == daemon.socketPath)
+        #expect((object["interfaces"] as? [String])?.contains("com.exponea.Auth") == true)
+        #expect(object["groups"] as? Int == 2)
+        #expect(object["groupsWithToken"] as? Int == 1)
+    }
+
+    @Test func theSocketOptionOverridesTheEnvironment() throws {
+        let daemon = try DaemonFixture()
+        let result = try daemon.authctl(
+            ["status", "--json", "--socket", daemon.socketPath],
+            environment: ["EXPONEA_AUTHD_SOCKET": daemon.root.appending("elsewhere.socket")]
+        )
+        #expect(result.status == 0)
+        #expect(try parseJSON(result.standardOutput)["socket"] as? String == daemon.socketPath)
+    }
+
+    @Test func listPrintsATableOrJSON() throws {
+        let daemon = try DaemonFixture()
+        let empty = try daemon.authctl(["list"])
+        #expect(empty.status == 0)
+        #expect(empty.standardOutput == "No app groups.\n")
+        #expect(try parseJSON(daemon.authctl(["list", "--json"]).standardOutput)["groups"] as? [Any] != nil)
+
+        try daemon.set("com.example.shop", signer.token(exp: 1_900_000_000))
+        try daemon.set("com.example.shop", signer.token(exp: 1_900_000_000))
+        _ = try daemon.authctl(["identify", "news", "--id", "cookie=c"])
+
+        let table = try daemon.authctl(["list"])
+        #expect(table.status == 0)
+        #expect(
+            table.standardOutput == """
+                GROUP             STATE        EXPIRES                    GENERATION  SUBSCRIBERS
+                com.example.shop  valid        2030-03-17 17:46:40 +0000  2           0
+                news              notProvided  -                          1           0
+
+                """)
+
+        let json = try daemon.authctl(["list", "--json"])
+        #expect(json.status == 0)
+        let groups = try parseJSON(json.standardOutput)["groups"] as? [[String: Any]] ?? []
+        #expect(groups.count == 2)
+        #expect(groups.first?["name"] as? String == "com.example.shop")
+        #expect(groups.first?["hasToken"] as? Bool == true)
+        #expect(groups.first?["state"] as? String == "valid")
+        #expect(groups.first?["expiresAt"] as? Double == 1_900_000_000)
+        #expect(groups.first?["generation"] as? Int == 2)
+        #expect(groups.first?["subscribers"] as? Int == 0)
+        #expect(groups.last?["name"] as? String == "news")
+        #expect(groups.last?["hasToken"] as? Bool == false)
+        #expect(groups.last?["expiresAt"] is NSNull)
+    }
+
+    @Test(arguments: [
+        ("anonymize", "Anonymized", "anonymize"),
+        ("stop", "Stopped", "stopIntegration"),
+        ("clear", "Cleared", "clearLocalCustomerData"),
+    ])
+    func clearingCommandsRemoveTheToken(command: String, verb: String, cause: String) throws {
+        let daemon = try DaemonFixture()
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+
+        let text = try daemon.authctl([command, "shop"])
+        #expect(text.status == 0)
+        #expect(text.standardOutput == "\(verb) app group 'shop': its token and customer ids are cleared\n")
+        #expect(text.standardError.isEmpty)
+        #expect(try daemon.authctl(["get", "shop"]).status == 3)
+
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        let json = try daemon.authctl([command, "shop", "--json"])
+        #expect(json.status == 0)
+        #expect(try parseJSON(json.standardOutput) as NSDictionary == ["group": "shop", "cause": cause])
+        let after = try daemon.authctl(["get", "shop", "--json"])
+        #expect(after.status == 3)
+        #expect(try parseJSON(after.standardOutput)["generation"] as? Int == 4)
+    }
+}

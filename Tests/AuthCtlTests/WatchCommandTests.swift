@@ -1,0 +1,81 @@
+import AuthTestKit
+import Foundation
+import Testing
+
+@Suite("authctl watch against the daemon")
+struct WatchCommandTests {
+    let signer = TestJWT()
+
+    /// Starts `authctl watch` and waits until the daemon counts its subscription.
+    func watch(_ daemon: DaemonFixture, _ arguments: [String] = []) throws -> BackgroundProcess {
+        let watcher = try daemon.authctlInBackground(["watch", "shop"] + arguments)
+        let subscribed = BackgroundProcess.waitUntil { (try? daemon.subscribers("shop")) == 1 }
+        #expect(subscribed, "\(watcher.output)")
+        return watcher
+    }
+
+    @Test func printsOneLinePerEventAndAcknowledgesFlushesAtOnce() throws {
+        let daemon = try DaemonFixture()
+        let watcher = try watch(daemon)
+
+        try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
+        #expect(BackgroundProcess.waitUntil { watcher.output.contains("tokenRefreshed generation=1\n") })
+
+        _ = try daemon.authctl(["preflight", "shop"])
+        #expect(
+            BackgroundProcess.waitUntil {
+                watcher.output.contains("jwtError reason=expiredSoon generation=1 customerIds=registered=jane\n")
+            }, "\(watcher.output)")
+
+        // The watcher acknowledges the flush: the clear does not wait for the daemon's 2 s bound.
+        let start = ContinuousClock.now
+        #expect(try daemon.authctl(["anonymize", "shop"]).status == 0)
+        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect(BackgroundProcess.waitUntil { watcher.output.contains("cleared cause=anonymize generation=2\n") })
+        #expect(watcher.output.wholeMatch(of: /(?s).*flushRequested flushId=\S+ generation=1\ncleared.*/) != nil)
+        #expect(!daemon.process.output.contains("Clearing without every app's flush acknowledgement"))
+
+        #expect(watcher.isRunning)
+        kill(watcher.pid, SIGINT)
+        #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
+        #expect(watcher.stop() == 0)
+    }
+
+    @Test func printsJSONLinesAndEndsWith0OnSIGTERM() throws {
+        let daemon = try DaemonFixture()
+        let watcher = try watch(daemon, ["--json"])
+
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        #expect(BackgroundProcess.waitUntil { watcher.output.split(separator: "\n").count == 2 })
+        let lines = watcher.output.split(separator: "\n").map(String.init)
+        let events = try lines.map { try parseJSON($0) }
+        #expect(events.map { $0["kind"] as? String } == ["tokenRefreshed", "tokenRefreshed"])
+        #expect(events.map { $0["generation"] as? Int } == [1, 2])
+        #expect(events.map { $0["group"] as? String } == ["shop", "shop"])
+
+        // SIGTERM is blocked in the test's threads, and so in the child: watch unblocks it.
+        kill(watcher.pid, SIGTERM)
+        #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
+        #expect(watcher.stop() == 0)
+    }
+
+    @Test(arguments: [SIGTERM, SIGKILL])
+    func endsWith69WhenTheDaemonGoesAway(signal: Int32) throws {
+        let daemon = try DaemonFixture()
+        let watcher = try watch(daemon)
+
+        daemon.process.stop(signal: signal)
+        #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
+        #expect(watcher.stop() == 69)
+        #expect(watcher.output.hasPrefix("authctl: lost exponea-authd while watching app group 'shop': "))
+    }
+
+    @Test func endsWith69WhenNoDaemonListens() throws {
+        let directory = try TemporaryDirectory(prefix: "authctl-test")
+        defer { directory.remove() }
+        let result = try runAuthctl(["watch", "shop", "--socket", directory.appending("io.socket")])
+        #expect(result.status == 69)
+        #expect(result.standardError.hasPrefix("authctl: exponea-authd is not reachable at "))
+    }
+}
