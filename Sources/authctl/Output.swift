@@ -47,7 +47,9 @@ enum TokenInput {
     }
 
     /// The token from `path`, or from standard input when `path` is nil or `-`; white space around it removed.
-    static func read(path: String?) throws(Failure) -> String {
+    ///
+    /// - Parameter usage: How to pass a token, for the message when there is none.
+    static func read(path: String?, usage: String) throws(Failure) -> String {
         let source = path.flatMap { $0 == "-" ? nil : $0 }
         let descriptor: Int32
         if let source {
@@ -79,7 +81,7 @@ enum TokenInput {
         }
         let token = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         if token.isEmpty {
-            throw Failure(message: "no token on \(name); pass one like this: authctl set GROUP < token.jwt")
+            throw Failure(message: "no token on \(name); pass one like this: \(usage)")
         }
         if token.utf8.count > StreamJWT.maximumLength {
             throw Failure(

@@ -119,7 +119,7 @@ extension AuthCtl {
             let name = group.group
             let token: String
             do {
-                token = try TokenInput.read(path: file)
+                token = try TokenInput.read(path: file, usage: "authctl set \(name) < token.jwt")
             } catch {
                 printError("authctl: \(error.message)")
                 throw AuthCtlExit.failure
@@ -253,7 +253,8 @@ extension AuthCtl {
             var token: String?
             if tokenStdin {
                 do {
-                    token = try TokenInput.read(path: nil)
+                    token = try TokenInput.read(
+                        path: nil, usage: "authctl identify \(name) --id KEY=VALUE --token-stdin < token.jwt")
                 } catch {
                     printError("authctl: \(error.message)")
                     throw AuthCtlExit.failure

@@ -73,7 +73,9 @@ struct TokenCommandTests {
 
         let empty = try daemon.authctl(["set", "shop"], input: " \n")
         #expect(empty.status == 1)
-        #expect(empty.standardError.hasPrefix("authctl: no token on standard input"))
+        #expect(
+            empty.standardError
+                == "authctl: no token on standard input; pass one like this: authctl set shop < token.jwt\n")
     }
 
     @Test func setAcceptsAnExpiredTokenWithANote() throws {
