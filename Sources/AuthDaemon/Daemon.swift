@@ -53,6 +53,7 @@ public struct Daemon: Sendable {
         paths: DaemonPaths,
         environment: [String: String],
         configurationDirectory: String = defaultConfigurationDirectory,
+        flushTimeout: Duration = .seconds(2),
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
@@ -100,7 +101,8 @@ public struct Daemon: Sendable {
                 ]
             )
         }
-        service = AuthService(store: store, records: records, timer: timer, logger: logger)
+        service = AuthService(
+            store: store, records: records, flushTimeout: flushTimeout, timer: timer, logger: logger)
         logger.info(
             "Token store ready",
             metadata: ["authd.groups": "\(records.count)", "authd.state_directory": "\(paths.stateDirectory)"]

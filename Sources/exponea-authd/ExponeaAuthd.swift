@@ -37,6 +37,15 @@ struct ExponeaAuthd: ParsableCommand {
     )
     var configDirectory: String = Daemon.defaultConfigurationDirectory
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a clear waits for the apps of the group to acknowledge their flush (0-600).",
+            valueName: "seconds"
+        )
+    )
+    var flushTimeout: Double = 2
+
     @Option(help: "Where to log: journal, console, or auto (the journal when started by systemd).")
     var logTarget: LogTarget = .auto
 
@@ -46,6 +55,9 @@ struct ExponeaAuthd: ParsableCommand {
     func validate() throws {
         if let stateDirectory, !stateDirectory.hasPrefix("/") {
             throw ValidationError("--state-directory needs an absolute path, not '\(stateDirectory)'")
+        }
+        guard (0...600).contains(flushTimeout) else {
+            throw ValidationError("--flush-timeout needs a number of seconds from 0 to 600, not \(flushTimeout)")
         }
         if let socket, !socket.hasPrefix("/") || socket.utf8.count > 107 {
             throw ValidationError("--socket needs an absolute path of at most 107 bytes, not '\(socket)'")
@@ -81,6 +93,7 @@ struct ExponeaAuthd: ParsableCommand {
                 paths: paths,
                 environment: environment,
                 configurationDirectory: configDirectory,
+                flushTimeout: .milliseconds(Int((flushTimeout * 1000).rounded())),
                 logger: logger
             )
             logger.info("Started in \(mode) mode", metadata: ["authd.status": "\(daemon.status)"])

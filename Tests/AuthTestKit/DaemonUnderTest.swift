@@ -9,9 +9,12 @@ public final class DaemonUnderTest: @unchecked Sendable {
     private let lock = NSLock()
     private var process: BackgroundProcess?
     private let environment: [String: String]
+    private let arguments: [String]
 
     /// Prepares the directories and, unless `start` is false, starts the daemon and waits until it serves.
-    public init(start: Bool = true, environment: [String: String] = [:]) throws {
+    ///
+    /// - Parameter arguments: More command-line options for the daemon, such as `--flush-timeout`.
+    public init(start: Bool = true, environment: [String: String] = [:], arguments: [String] = []) throws {
         root = try TemporaryDirectory(prefix: "authd-client")
         socketPath = root.appending("io.socket")
         let credentials = root.appending("credentials")
@@ -25,6 +28,7 @@ public final class DaemonUnderTest: @unchecked Sendable {
         // No bus for the daemon unless a test brings one: it serves the socket without.
         environment["DBUS_SESSION_BUS_ADDRESS"] = environment["DBUS_SESSION_BUS_ADDRESS"] ?? "unix:path=/nonexistent"
         self.environment = environment
+        self.arguments = arguments
         if start { try self.start() }
     }
 
@@ -40,7 +44,7 @@ public final class DaemonUnderTest: @unchecked Sendable {
             [
                 "--user", "--log-target", "console", "--state-directory", root.appending("state"),
                 "--socket", socketPath,
-            ],
+            ] + arguments,
             environment: environment
         )
         lock.withLock { self.process = process }

@@ -51,6 +51,14 @@ struct DaemonStartupTests {
         }
     }
 
+    @Test(arguments: [["--flush-timeout", "601"], ["--flush-timeout=-1"], ["--socket", "relative.socket"]])
+    func refusesABadOptionWithWhatItNeeds(arguments: [String]) throws {
+        let result = try ChildProcess.run(BuildProducts.executable("exponea-authd"), ["--user"] + arguments)
+        #expect(result.status == 64)  // EX_USAGE
+        let option = arguments[0].split(separator: "=")[0]
+        #expect(result.standardError.contains(option + " needs"))
+    }
+
     @Test func tellsSystemdItIsReadyAndStopsGracefullyOnSIGTERM() throws {
         let fixture = try Fixture()
         let daemon = try fixture.start()

@@ -96,9 +96,10 @@ struct ServiceExpiryTests {
         let expiring = await Self.nextEvent(events)
         let firedAt = Date()
         #expect(expiring?.kind == .jwtError && expiring?.reason == .expiredSoon)
-        // Never early; late only by scheduling.
+        // Never early; late only by scheduling (generous: the suite's blocking tests can hold the test
+        // process's two pool threads for seconds; the daemon's own lateness is DaemonMethodsTests').
         #expect(firedAt.timeIntervalSince1970 >= exp - 60)
-        #expect(firedAt.timeIntervalSince(started) < 10)
+        #expect(firedAt.timeIntervalSince(started) < 30)
     }
 
     @Test func settingAnExpiredTokenReportsItAtOnceAfterTheRefresh() async throws {

@@ -8,7 +8,8 @@ import Testing
 @Suite("ExponeaAuth: apps of one group together")
 struct GroupCoordinationTests {
     @Test func clearingWaitsForEveryAppsFlushHandler() async throws {
-        let daemon = try DaemonUnderTest()
+        // A bound far above the flush handler's time: a clear that ends well before it was acknowledged.
+        let daemon = try DaemonUnderTest(arguments: ["--flush-timeout", "60"])
         let flushing = daemon.client()
         let silent = daemon.client()
         let caller = daemon.client()
@@ -31,9 +32,9 @@ struct GroupCoordinationTests {
         let started = ContinuousClock.now
         try await caller.anonymize()
         let took = ContinuousClock.now - started
-        // The slow flush was waited for; the app without a handler agreed at once, so the 2 s bound was not hit.
+        // The slow flush was waited for; the app without a handler agreed at once, so the bound was not hit.
         #expect(took >= .milliseconds(300))
-        #expect(took < .milliseconds(1800))
+        #expect(took < .seconds(30))
         #expect(await order.waitFor(count: 2))
         #expect(order.all == ["flushed", "cleared"])
         #expect(try await caller.daemon.getToken(group: "shop").token == nil)
