@@ -3,14 +3,15 @@ import ExponeaAuth
 import Foundation
 
 /// What `anonymize`, `stop` and `clear` share: the daemon asks the group's apps to flush their pending events
-/// (waiting at most 2 seconds for them), then clears token and customer ids and tells the apps (`cleared`).
+/// (waiting at most the daemon's --flush-timeout, 2 seconds by default), then clears token and customer ids and tells the apps (`cleared`).
 enum GroupClearing {
     /// The discussion of the three commands, after their first paragraph.
     static let howItWorks = """
         For the whole app group: the daemon first asks every app of the group to flush its pending \
-        events (flushRequested) and waits until each has acknowledged, or at most 2 seconds; then it \
-        removes the group's token and customer ids, in memory and on disk, and tells every app \
-        (cleared). The command returns when that is done and prints one confirmation line.
+        events (flushRequested) and waits until each has acknowledged, or at most its \
+        --flush-timeout (2 seconds by default); then it removes the group's token and customer ids, \
+        in memory and on disk, and tells every app (cleared). The command returns when that is done \
+        and prints one confirmation line.
         """
 
     static func run(
