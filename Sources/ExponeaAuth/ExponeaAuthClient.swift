@@ -34,6 +34,8 @@ public final class ExponeaAuthClient: Sendable {
     public let retryWait: Duration
 
     private let state = Mutex(State())
+    private let allEvents = Broadcast<AuthEvent>(buffer: 256)
+    private let refreshes = Broadcast<TokenRefresh>(buffer: 64)
     private let logger: Logger
 
     private struct State {
@@ -41,18 +43,7 @@ public final class ExponeaAuthClient: Sendable {
         var flushHandler: (@Sendable () async -> Void)?
         var customerTokenProvider: (@Sendable () async -> String?)?
         var coalescesRefresh = true
-        var eventObservers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
-        var refreshObservers: [UInt64: AsyncStream<TokenRefresh>.Continuation] = [:]
-        var nextObserver: UInt64 = 0
         var subscription: Task<Void, Never>?
-        var closed = false
-
-        /// A new observer's id, or nil once closed.
-        mutating func makeObserverID() -> UInt64? {
-            guard !closed else { return nil }
-            nextObserver += 1
-            return nextObserver
-        }
     }
 
     /// Connects to the daemon and subscribes to `group`'s events.
@@ -86,17 +77,9 @@ public final class ExponeaAuthClient: Sendable {
 
     /// Ends the subscription and the event sequences. Calls made afterwards still reach the daemon.
     public func close() {
-        let (subscription, events, refreshes) = state.withLock { state in
-            state.closed = true
-            defer {
-                state.eventObservers = [:]
-                state.refreshObservers = [:]
-            }
-            return (state.subscription, state.eventObservers.values, state.refreshObservers.values)
-        }
-        subscription?.cancel()
-        for observer in events { observer.finish() }
-        for observer in refreshes { observer.finish() }
+        state.withLock { $0.subscription }?.cancel()
+        allEvents.finish()
+        refreshes.finish()
     }
 
     // MARK: The SDK's operations
@@ -198,42 +181,10 @@ public final class ExponeaAuthClient: Sendable {
     // MARK: Events
 
     /// Every event of the group from now on, until ``close()``.
-    public var events: AsyncStream<AuthEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
-        let id: UInt64? = state.withLock { state in
-            guard let id = state.makeObserverID() else { return nil }
-            state.eventObservers[id] = continuation
-            return id
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.eventObservers.removeValue(forKey: id) }
-        }
-        return stream
-    }
+    public var events: AsyncStream<AuthEvent> { allEvents.stream() }
 
     /// Every token set for the group from now on, even an expired one (R6), until ``close()``.
-    public var tokenRefreshes: AsyncStream<TokenRefresh> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: TokenRefresh.self, bufferingPolicy: .bufferingNewest(64))
-        let id: UInt64? = state.withLock { state in
-            guard let id = state.makeObserverID() else { return nil }
-            state.refreshObservers[id] = continuation
-            return id
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.refreshObservers.removeValue(forKey: id) }
-        }
-        return stream
-    }
+    public var tokenRefreshes: AsyncStream<TokenRefresh> { refreshes.stream() }
 
     /// Follows the group's events for as long as the task runs, subscribing again after the daemon went
     /// away.
@@ -267,12 +218,11 @@ public final class ExponeaAuthClient: Sendable {
     }
 
     private func handle(_ event: AuthEvent) async {
-        let (observers, refreshObservers) = state.withLock { ($0.eventObservers.values, $0.refreshObservers.values) }
-        for observer in observers { observer.yield(event) }
+        allEvents.yield(event)
         switch event.kind {
         case .tokenRefreshed:
             let refresh = TokenRefresh(group: event.group, generation: event.generation)
-            for observer in refreshObservers { observer.yield(refresh) }
+            refreshes.yield(refresh)
             NotificationCenter.default.post(
                 name: Self.tokenRefreshedNotification,
                 object: nil,
