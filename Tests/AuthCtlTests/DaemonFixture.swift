@@ -5,44 +5,13 @@ import Testing
 /// The real exponea-authd binary on a socket of its own (user mode unless a configuration directory is
 /// given), and the built authctl pointed at it through `EXPONEA_AUTHD_SOCKET`. Killed when released.
 final class DaemonFixture {
-    let root: TemporaryDirectory
-    let notify: NotifySocket
-    private(set) var process: BackgroundProcess!
-    var socketPath: String { root.appending("io.socket") }
-    var stateDirectory: String { root.appending("state") }
+    let daemon: DaemonUnderTest
+    var root: TemporaryDirectory { daemon.root }
+    var socketPath: String { daemon.socketPath }
 
     /// - Parameter configDirectory: Runs the daemon in system mode with this access configuration.
     init(configDirectory: String? = nil) throws {
-        root = try TemporaryDirectory(prefix: "authctl-test")
-        notify = try NotifySocket()
-        let credentials = root.appending("credentials")
-        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: false)
-        try Data((0..<32).map { UInt8($0) }).write(
-            to: URL(fileURLWithPath: credentials + "/exponea-authd.store-key"))
-        var arguments = ["--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath]
-        if let configDirectory {
-            // Other users must reach the socket.
-            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: root.path)
-            arguments += ["--config-directory", configDirectory]
-        } else {
-            arguments.insert("--user", at: 0)
-        }
-        process = try BackgroundProcess(
-            BuildProducts.executable("exponea-authd"),
-            arguments,
-            environment: [
-                "HOME": root.path, "PATH": "/usr/bin:/bin", "NOTIFY_SOCKET": notify.path,
-                "CREDENTIALS_DIRECTORY": credentials,
-            ]
-        )
-        guard notify.receive(containing: "READY=1") != nil else {
-            throw StartFailure(output: process.output)
-        }
-    }
-
-    deinit {
-        process.stop()
-        root.remove()
+        daemon = try DaemonUnderTest(configDirectory: configDirectory)
     }
 
     /// The environment authctl runs with.
@@ -80,11 +49,6 @@ final class DaemonFixture {
         let list = try parseJSON(authctl(["list", "--json"]).standardOutput)
         let groups = list["groups"] as? [[String: Any]] ?? []
         return groups.first { $0["name"] as? String == group }?["subscribers"] as? Int ?? 0
-    }
-
-    struct StartFailure: Error, CustomStringConvertible {
-        var output: String
-        var description: String { "exponea-authd did not become ready:\n\(output)" }
     }
 }
 

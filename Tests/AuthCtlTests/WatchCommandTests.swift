@@ -33,7 +33,7 @@ struct WatchCommandTests {
         #expect(ContinuousClock.now - start < .milliseconds(1500))
         #expect(BackgroundProcess.waitUntil { watcher.output.contains("cleared cause=anonymize generation=2\n") })
         #expect(watcher.output.wholeMatch(of: /(?s).*flushRequested flushId=\S+ generation=1\ncleared.*/) != nil)
-        #expect(!daemon.process.output.contains("Clearing without every app's flush acknowledgement"))
+        #expect(!daemon.daemon.output.contains("Clearing without every app's flush acknowledgement"))
 
         #expect(watcher.isRunning)
         kill(watcher.pid, SIGINT)
@@ -65,7 +65,7 @@ struct WatchCommandTests {
         let daemon = try DaemonFixture()
         let watcher = try watch(daemon)
 
-        daemon.process.stop(signal: signal)
+        daemon.daemon.stop(signal: signal)
         #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
         #expect(watcher.stop() == 69)
         #expect(watcher.output.hasPrefix("authctl: lost exponea-authd while watching app group 'shop': "))

@@ -1,7 +1,7 @@
 import Foundation
 
-/// The real exponea-authd binary in user mode on a private socket, state directory and store key, for tests
-/// of its clients. Killed when released.
+/// The real exponea-authd binary on a private socket, state directory and store key, for tests of its
+/// clients: in user mode, or in system mode with an access configuration. Killed when released.
 public final class DaemonUnderTest: @unchecked Sendable {
     public let root: TemporaryDirectory
     /// The socket it serves.
@@ -13,8 +13,14 @@ public final class DaemonUnderTest: @unchecked Sendable {
 
     /// Prepares the directories and, unless `start` is false, starts the daemon and waits until it serves.
     ///
-    /// - Parameter arguments: More command-line options for the daemon, such as `--flush-timeout`.
-    public init(start: Bool = true, environment: [String: String] = [:], arguments: [String] = []) throws {
+    /// - Parameters:
+    ///   - arguments: More command-line options for the daemon, such as `--flush-timeout`.
+    ///   - configDirectory: Runs the daemon in system mode with this access configuration, its socket open
+    ///     to other users.
+    public init(
+        start: Bool = true, environment: [String: String] = [:], arguments: [String] = [],
+        configDirectory: String? = nil
+    ) throws {
         root = try TemporaryDirectory(prefix: "authd-client")
         socketPath = root.appending("io.socket")
         let credentials = root.appending("credentials")
@@ -28,7 +34,12 @@ public final class DaemonUnderTest: @unchecked Sendable {
         // No bus for the daemon unless a test brings one: it serves the socket without.
         environment["DBUS_SESSION_BUS_ADDRESS"] = environment["DBUS_SESSION_BUS_ADDRESS"] ?? "unix:path=/nonexistent"
         self.environment = environment
-        self.arguments = arguments
+        if let configDirectory {
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: root.path)
+            self.arguments = ["--config-directory", configDirectory] + arguments
+        } else {
+            self.arguments = ["--user"] + arguments
+        }
         if start { try self.start() }
     }
 
@@ -41,10 +52,8 @@ public final class DaemonUnderTest: @unchecked Sendable {
     public func start() throws {
         let process = try BackgroundProcess(
             BuildProducts.executable("exponea-authd"),
-            [
-                "--user", "--log-target", "console", "--state-directory", root.appending("state"),
-                "--socket", socketPath,
-            ] + arguments,
+            ["--log-target", "console", "--state-directory", root.appending("state"), "--socket", socketPath]
+                + arguments,
             environment: environment
         )
         lock.withLock { self.process = process }
