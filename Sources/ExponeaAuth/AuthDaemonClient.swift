@@ -224,13 +224,23 @@ public actor AuthDaemonClient {
         var more: Bool?
     }
 
+    /// A reply, read once: its parameters, or the error it names with that error's parameters.
     private struct Reply<Parameters: Decodable>: Decodable {
-        var parameters: Parameters
-    }
+        var outcome: Swift.Result<Parameters, AuthClientError>
 
-    private struct ErrorReply: Decodable {
-        var error: String
-        var parameters: [String: LenientString]?
+        enum CodingKeys: String, CodingKey { case error, parameters }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            if let error = try container.decodeIfPresent(String.self, forKey: .error) {
+                let parameters = try? container.decodeIfPresent([String: LenientString].self, forKey: .parameters)
+                outcome = .failure(AuthClientError(reply: error, parameters: (parameters ?? [:]).mapValues(\.value)))
+            } else if let empty = EmptyPayload() as? Parameters, !container.contains(.parameters) {
+                outcome = .success(empty)  // `{}`: a method without results may leave parameters out
+            } else {
+                outcome = .success(try container.decode(Parameters.self, forKey: .parameters))
+            }
+        }
     }
 
     /// A parameter value as text, whatever its JSON type, so any error reply can be read.
@@ -263,17 +273,12 @@ public actor AuthDaemonClient {
     }
 
     static func decode<Result: Decodable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
-        let data = Data(reply)
-        let decoder = JSONDecoder()
-        if let failure = try? decoder.decode(ErrorReply.self, from: data) {
-            throw AuthClientError(
-                reply: failure.error, parameters: (failure.parameters ?? [:]).mapValues(\.value))
-        }
+        let decoded: Reply<Result>
         do {
-            if Result.self == EmptyPayload.self, let empty = EmptyPayload() as? Result { return empty }
-            return try decoder.decode(Reply<Result>.self, from: data).parameters
+            decoded = try JSONDecoder().decode(Reply<Result>.self, from: Data(reply))
         } catch {
             throw AuthClientError(.protocolError, "The daemon's reply could not be read: \(error)")
         }
+        return try decoded.outcome.get()
     }
 }
