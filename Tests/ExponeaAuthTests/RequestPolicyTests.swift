@@ -39,6 +39,13 @@ struct RequestPolicyTests {
 
         deinit { process.stop() }
 
+        /// The requests seen, once `count` of them have been logged (the log reaches the test a moment after
+        /// the response does), or all seen when that takes over 5 s.
+        func seen(_ count: Int) async -> [Seen] {
+            _ = await BackgroundProcess.eventually(timeout: .seconds(5)) { seen.count >= count }
+            return seen
+        }
+
         /// The requests seen so far.
         var seen: [Seen] {
             process.output.split(separator: "\n").dropFirst().compactMap {
@@ -82,7 +89,7 @@ struct RequestPolicyTests {
             .trackEvents, body: Data(#"{"type":"x"}"#.utf8), transport: Self.transport)
         #expect(response.status == .ok)
         #expect(
-            server.seen == [
+            await server.seen(1) == [
                 .init(
                     path: "/track/u/v1/customers/events?stream_id=stream-1", authorization: "Bearer \(token)",
                     contentType: "application/json", accept: "application/json")
@@ -109,8 +116,9 @@ struct RequestPolicyTests {
         let (response, _) = try await auth.execute(.appInboxFetch, transport: Self.transport)
         #expect(response.status == .ok)
         #expect(ContinuousClock.now - started < .seconds(3))
-        #expect(server.seen.map(\.authorization) == ["Bearer \(old)", "Bearer \(new)"])
-        #expect(server.seen.map(\.path) == Array(repeating: "/webxp/streams/stream-1/appinbox/fetch", count: 2))
+        #expect(await server.seen(2).map(\.authorization) == ["Bearer \(old)", "Bearer \(new)"])
+        #expect(
+            await server.seen(2).map(\.path) == Array(repeating: "/webxp/streams/stream-1/appinbox/fetch", count: 2))
         #expect(reasons.all == [JwtErrorContext(reason: .expired, customerIds: ["registered": "eve"])])
     }
 
@@ -127,7 +135,7 @@ struct RequestPolicyTests {
 
         let (response, _) = try await auth.execute(.trackCustomer, transport: Self.transport)
         #expect(response.status == .unauthorized)
-        #expect(server.seen.map(\.authorization) == ["Bearer \(token)", "Bearer \(token)"])
+        #expect(await server.seen(2).map(\.authorization) == ["Bearer \(token)", "Bearer \(token)"])
         #expect(await reasons.waitFor(count: 1))
         #expect(reasons.all == [.invalid])
     }
@@ -144,7 +152,7 @@ struct RequestPolicyTests {
 
         let (response, _) = try await auth.execute(.inAppMessages, transport: Self.transport)
         #expect(response.status == .forbidden)
-        #expect(server.seen.count == 1)
+        #expect(await server.seen(1).count == 1)
         // A handler run would come as an event; a later set's event proves none came before it.
         let refreshed = Task { () -> Bool in
             for await _ in auth.tokenRefreshes { return true }
@@ -171,7 +179,7 @@ struct RequestPolicyTests {
 
         let (response, _) = try await auth.execute(.recommendations, transport: Self.transport)
         #expect(response.status == .ok)
-        #expect(server.seen.map(\.authorization) == [nil, "Bearer \(token)"])
+        #expect(await server.seen(2).map(\.authorization) == [nil, "Bearer \(token)"])
         #expect(reasons.all == [.notProvided])
     }
 
@@ -203,7 +211,7 @@ struct RequestPolicyTests {
 
         let (response, _) = try await auth.execute(.appInboxFetch, transport: Self.transport)
         #expect(response.status == .ok)
-        #expect(server.seen.map(\.authorization) == ["Bearer \(token)"])
+        #expect(await server.seen(1).map(\.authorization) == ["Bearer \(token)"])
     }
 
     @Test func theAuthenticatorReturnsTheRawToken() async throws {
@@ -244,7 +252,7 @@ struct RequestPolicyTests {
         _ = try await auth.execute(.appInboxMarkAsRead, transport: Self.transport)
         #expect(asked.all.count == 2)  // every request, nothing cached
         #expect(
-            server.seen == [
+            await server.seen(3) == [
                 .init(
                     path: "/track/v2/projects/project-1/customers", authorization: "Token api-key",
                     contentType: "application/json", accept: "application/json"),
