@@ -5,6 +5,16 @@ public protocol VarlinkCallHandler: Sendable {
     /// Handles one call: sends no reply (`oneway`), one, or several (`more`) through `send`, which takes one
     /// framed message and throws once the connection is gone.
     func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async
+
+    /// The whole reply to `call` when it can be given at once without waiting (a read of state held in
+    /// memory), or nil to have the call go through ``handle(_:from:send:)``. Called on the connection's event
+    /// loop, only when no earlier call of the connection is still running, so replies keep their order; it
+    /// must not block.
+    func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]?
+}
+
+extension VarlinkCallHandler {
+    public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? { nil }
 }
 
 /// Sends one framed Varlink message (JSON and its NUL) to the caller.
@@ -53,6 +63,11 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         } catch {
             // The connection is gone.
         }
+    }
+
+    public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
+        guard !call.upgrade, let interface = call.interface else { return nil }
+        return interfaces[interface]?.handler.answerImmediately(call, from: peer)
     }
 
     private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkSend) async throws {

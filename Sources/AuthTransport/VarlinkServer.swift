@@ -120,12 +120,13 @@ public final class VarlinkServer: Sendable {
         )
         return credentials.flatMap { [self] credentials in
             let peer = PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
-            let (messages, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+            let (messages, continuation) = AsyncStream.makeStream(of: VarlinkCall?.self)
             let activity = ConnectionActivity()
             let connection = VarlinkConnectionHandler(
                 maximumMessageSize: configuration.maximumMessageSize,
                 peer: peer,
                 messages: continuation,
+                handler: handler,
                 activity: activity,
                 logger: logger
             )
@@ -141,25 +142,28 @@ public final class VarlinkServer: Sendable {
 
     /// Runs one connection's calls in order.
     private static func serve(
-        _ messages: AsyncStream<[UInt8]>,
+        _ messages: AsyncStream<VarlinkCall?>,
         from peer: PeerCredentials,
         on channel: any Channel,
         activity: ConnectionActivity,
         handler: any VarlinkCallHandler
     ) async {
-        // Each reply is handed to the event loop without waiting until the peer has read it: the unsent bytes
-        // then count against the high-water mark, and a peer that stops reading is closed (see
-        // VarlinkConnectionHandler) instead of stalling the call forever. Waiting for the hand-over keeps a
-        // fast producer from queueing more than the loop has taken.
+        // Each reply is handed to the event loop without waiting, neither for the loop to take it nor for the
+        // peer to read it: the unsent bytes count against the high-water mark, and a peer that stops reading is
+        // closed (see VarlinkConnectionHandler) instead of stalling the call forever. The loop runs what it is
+        // handed in order; `activity` counts the replies not yet written, so a reply the loop gives at once
+        // (VarlinkCallHandler.answerImmediately) never overtakes one handed over here.
         let send: VarlinkSend = { bytes in
-            try await channel.eventLoop.submit {
-                guard channel.isActive else { throw ChannelError.ioOnClosedChannel }
+            guard channel.isActive else { throw ChannelError.ioOnClosedChannel }
+            activity.writeQueued()
+            channel.eventLoop.execute {
+                activity.writeDone()
                 channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
-            }.get()
+            }
         }
-        for await message in messages {
+        for await call in messages {
             defer { activity.finished() }
-            guard let call = try? VarlinkCall(decoding: message) else {
+            guard let call else {
                 // The framing is intact, so the connection can go on.
                 try? await send(VarlinkReplyEncoder.error(.invalidParameter("method")))
                 continue

@@ -89,7 +89,7 @@ struct AuthServiceTests {
                     customerIds: ["registered": "alice"]),
             ]
         )
-        let (current, currentGeneration) = await fixture.service.token(for: fixture.shop)
+        let (current, currentGeneration) = fixture.service.token(for: fixture.shop)
         #expect(current?.compact == expired && currentGeneration == 1)
     }
 
@@ -102,7 +102,7 @@ struct AuthServiceTests {
             guard case .malformedToken(.notThreeParts(found: 2))? = error as? AuthServiceError else { return false }
             return true
         }
-        #expect(await fixture.service.token(for: fixture.shop).generation == 1)
+        #expect(fixture.service.token(for: fixture.shop).generation == 1)
     }
 
     @Test func aStoreFailureKeepsThePreviousToken() async throws {
@@ -117,7 +117,7 @@ struct AuthServiceTests {
             guard case .storeFailure? = error as? AuthServiceError else { return false }
             return true
         }
-        let (token, generation) = await fixture.service.token(for: fixture.shop)
+        let (token, generation) = fixture.service.token(for: fixture.shop)
         #expect(token?.compact == first && generation == 1)
     }
 
@@ -213,7 +213,7 @@ struct AuthServiceTests {
         )
         #expect(generation == 1)
         #expect(try await service.identifyCustomer(fixture.shop, customerIds: ["registered": "dave"], token: nil) == 2)
-        #expect(await service.token(for: fixture.shop).token == nil)
+        #expect(service.token(for: fixture.shop).token == nil)
         let record = try fixture.store.load(fixture.shop)
         #expect(record?.token == nil && record?.customerIds == ["registered": "dave"])
     }
@@ -257,7 +257,7 @@ struct AuthServiceTests {
         try await clearing.value
 
         #expect(try fixture.store.load(fixture.shop) == nil)
-        #expect(await service.token(for: fixture.shop).token == nil)
+        #expect(service.token(for: fixture.shop).token == nil)
         #expect(await first.waitFor(count: 2))
         let cleared = try #require(first.events.withLock { $0.last })
         #expect(cleared.kind == .cleared && cleared.cause == "anonymize" && cleared.generation == 2)

@@ -33,6 +33,38 @@ struct DaemonVarlinkTests {
         #expect(!daemon.output.contains(token.split(separator: ".")[1]))
     }
 
+    /// GetToken is answered on the event loop when the connection has nothing else running; behind a slower
+    /// call it waits its turn, so replies always come in the order of the calls.
+    @Test func getTokenBehindSlowerCallsIsAnsweredInOrder() throws {
+        let daemon = try DaemonUnderTest()
+        let client = try VarlinkTestClient(path: daemon.socketPath)
+        defer { client.close() }
+        let token = TestJWT().token(expiringIn: 3600)
+        var generation = 0
+        for _ in 0..<3 {
+            // WaitForToken finds no newer token and answers after its 300 ms: the GetToken behind it waits.
+            let sent = ContinuousClock.now
+            try client.send("WaitForToken", ["group": "shop", "after": generation, "timeoutMs": 300])
+            try client.send("GetToken", ["group": "shop"])
+            _ = try client.reply()
+            #expect(ContinuousClock.now - sent >= .milliseconds(250))
+            #expect(try client.reply()["generation"] as? Int == generation)
+
+            // A GetToken behind a SetToken (or a clear) sees what that call committed.
+            try client.send("SetToken", ["group": "shop", "token": token])
+            try client.send("GetToken", ["group": "shop"])
+            try client.send("ClearLocalCustomerData", ["group": "shop"])
+            try client.send("GetToken", ["group": "shop"])
+            let set = try client.reply()
+            let after = try client.reply()
+            #expect(after["token"] as? String == token && after["generation"] as? Int == set["generation"] as? Int)
+            #expect(try client.reply().isEmpty)  // cleared
+            let cleared = try client.reply()
+            generation = cleared["generation"] as? Int ?? 0
+            #expect(cleared["token"] == nil && generation > (set["generation"] as? Int ?? 0))
+        }
+    }
+
     @Test func badInputGetsANamedErrorOrAClosedConnectionAndTheDaemonStaysUp() throws {
         let fixture = try DaemonStartupTests.Fixture()
         let daemon = try fixture.start()

@@ -21,6 +21,8 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private let service: AuthService
     private let access: AccessControl
     private let logger: Logger
+    private let getTokenReplies = EncodedReplyCache()
+    private let eventReplies = EncodedEventCache()
 
     public init(service: AuthService, access: AccessControl, logger: Logger) {
         self.service = service
@@ -57,14 +59,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 
         case .getToken:
-            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
-            let (token, generation) = await service.token(for: group)
-            let result = GetTokenResult(
-                token: token.map { CompactToken($0.compact) },
-                claims: token.map(ClaimsPayload.init),
-                generation: generation
-            )
-            try await send(VarlinkReplyEncoder.reply(result))
+            try await send(getToken(call, caller))
 
         case .preflight:
             let group = try permitted(call.parameters(GroupParameters.self).group, caller)
@@ -130,7 +125,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 throw VarlinkError.tooManySubscribers(group: group.name)
             }
             for await event in events {
-                try await send(VarlinkReplyEncoder.reply(SubscribeResult(event: event), continues: true))
+                try await send(eventReplies.reply(for: event))
             }
             // The service dropped the subscription (it fell too far behind, or the daemon stops): end the call.
             throw VarlinkError.subscriptionDropped(group: group.name)
@@ -153,6 +148,32 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
             }
             try await send(VarlinkReplyEncoder.reply(ListGroupsResult(groups: visible)))
+        }
+    }
+
+    /// GetToken, answered on the connection's event loop when nothing else of the connection is running: it
+    /// reads the token the service last committed and never waits.
+    public func answerImmediately(_ call: VarlinkCall, from caller: Caller) -> [UInt8]? {
+        guard !call.oneway, call.method == AuthInterface.Method.getToken.qualifiedName else { return nil }
+        do {
+            return try getToken(call, caller)
+        } catch let error as VarlinkError {
+            return VarlinkReplyEncoder.error(error)
+        } catch {
+            return nil
+        }
+    }
+
+    private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
+        let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+        let (token, generation) = service.token(for: group)
+        return try getTokenReplies.reply(for: group, generation: generation) {
+            try VarlinkReplyEncoder.reply(
+                GetTokenResult(
+                    token: token.map { CompactToken($0.compact) },
+                    claims: token.map(ClaimsPayload.init),
+                    generation: generation
+                ))
         }
     }
 

@@ -21,6 +21,8 @@ public actor AuthService {
     private let now: @Sendable () -> Date
     private let logger: Logger
     private var groups: [AppGroup: GroupState] = [:]
+    /// The token and generation of each group in `groups`, for readers that do not wait for the actor.
+    private nonisolated let current: CurrentTokens
     private var nextID: UInt64 = 0
     private var observers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
     /// The groups' expiry deadlines (R13, R14).
@@ -46,7 +48,7 @@ public actor AuthService {
         refreshLease: TimeInterval = 15,
         jwtErrorWindow: TimeInterval = 2,
         flushTimeout: Duration = .seconds(2),
-        maximumSubscribersPerGroup: Int = 256,
+        maximumSubscribersPerGroup: Int = 1024,
         now: @escaping @Sendable () -> Date = Date.init,
         timer: WallClockTimer? = nil,
         logger: Logger
@@ -59,6 +61,10 @@ public actor AuthService {
         self.maximumSubscribersPerGroup = maximumSubscribersPerGroup
         self.now = now
         self.logger = logger
+        self.current = CurrentTokens(
+            Dictionary(
+                records.map { ($0.group, CurrentTokens.Entry(token: $0.token, generation: $0.generation)) },
+                uniquingKeysWith: { _, last in last }))
         for record in records {
             groups[record.group] = GroupState(
                 token: record.token,
@@ -125,10 +131,11 @@ public actor AuthService {
         return (generation, jwt)
     }
 
-    /// The group's token and generation, with no side effects.
-    public func token(for group: AppGroup) -> (token: StreamJWT?, generation: UInt64) {
-        let state = groups[group]
-        return (state?.token, state?.generation ?? 0)
+    /// The group's token and generation, with no side effects. Does not wait for the actor: it reads what the
+    /// actor last committed.
+    public nonisolated func token(for group: AppGroup) -> (token: StreamJWT?, generation: UInt64) {
+        let entry = current[group]
+        return (entry?.token, entry?.generation ?? 0)
     }
 
     /// The check before a stream request (R15-R17): the token to send (even an expired one, R16) and its
@@ -269,6 +276,7 @@ public actor AuthService {
         state.changedAt = now()
         state.refreshLease = nil
         groups[group] = state
+        current.set(group, token: nil, generation: state.generation)
         expiry.remove(group)
         armTimer()
         logger.info("Cleared app group", metadata: ["authd.group": "\(group)", "authd.cause": "\(cause.rawValue)"])
@@ -359,6 +367,7 @@ public actor AuthService {
         state.changedAt = record.changedAt
         state.refreshLease = nil
         groups[group] = state
+        current.set(group, token: token, generation: record.generation)
         logger.info(
             "Token set",
             metadata: [
