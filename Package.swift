@@ -58,6 +58,7 @@ let package = Package(
         // MARK: glibc headers the Glibc module leaves out
 
         .systemLibrary(name: "CTimerFD"),
+        .systemLibrary(name: "CEpoll"),
 
         // MARK: The product's own modules
 
@@ -122,6 +123,20 @@ let package = Package(
             dependencies: [
                 "ExponeaAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // MARK: Benchmarks (`swift run -c release authd-bench`)
+
+        .executableTarget(
+            name: "authd-bench",
+            dependencies: [
+                "AuthCore",
+                "AuthStore",
+                "CEpoll",
+                "exponea-authd",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 

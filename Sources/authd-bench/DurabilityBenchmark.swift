@@ -1,0 +1,77 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// SetToken calls per second with every write made durable (temp file, fsync, rename, fsync of the directory),
+/// on a disk, with one and 8 clients; beside the floor: the same file operations done by the benchmark itself
+/// on the same file system, with as many threads.
+struct DurabilityBenchmark {
+    let settings: BenchSettings
+    init(_ settings: BenchSettings) { self.settings = settings }
+
+    func run(_ report: Report) throws {
+        let daemon = try settings.newDaemon("durability", onDisk: true)
+        try daemon.start()
+        defer { daemon.stop() }
+        let floorDirectory = try settings.scratch.folder("durability-floor", onDisk: true)
+        let duration = settings.pick(full: 3.0, brief: 0.3)
+        let exp = Int(Date().timeIntervalSince1970) + 3600
+        let tokens = (0..<64).map { BenchToken.make(exp: exp, customer: $0) }
+        for clients in [1, 8] {
+            let floorRate = Self.floorRate(floorDirectory, threads: clients, seconds: duration)
+            let daemonRate = try Self.setRate(daemon.socketPath, tokens, clients: clients, seconds: duration)
+            report.add(
+                .init(
+                    measure: "SetToken/s on disk (fsync), \(clients) client\(clients == 1 ? "" : "s")",
+                    value: ThroughputBenchmark.format(daemonRate), baseline: ThroughputBenchmark.format(floorRate),
+                    ratio: ratio(daemonRate, floorRate)))
+        }
+    }
+
+    /// SetToken calls per second, each client on a group of its own.
+    static func setRate(_ socket: String, _ tokens: [String], clients: Int, seconds: Double) throws -> Double {
+        let requests = (0..<clients).map { client in tokens.map { Requests.setToken("durable-\(client)", $0) } }
+        let connections = UnsafeSendable(try (0..<clients).map { _ in try UnixStream(connectingTo: socket) })
+        let start = monotonicNanoseconds()
+        let deadline = start + UInt64(seconds * 1e9)
+        let counts = onThreads(clients) { index in
+            var done = 0
+            while monotonicNanoseconds() < deadline {
+                guard (try? connections.value[index].call(requests[index][done % tokens.count])) != nil else {
+                    return -1
+                }
+                done += 1
+            }
+            return done
+        }
+        guard !counts.contains(-1) else { throw BenchError.closed }
+        return Double(counts.reduce(0, +)) / (Double(monotonicNanoseconds() - start) / 1e9)
+    }
+
+    /// Durable replacements per second done directly: write a temp file, fsync it, rename it over the record,
+    /// fsync the directory; each thread on a file of its own.
+    static func floorRate(_ directory: String, threads: Int, seconds: Double) -> Double {
+        let record = [UInt8](repeating: 0x5a, count: 600)
+        let start = monotonicNanoseconds()
+        let deadline = start + UInt64(seconds * 1e9)
+        let counts = onThreads(threads) { index in
+            let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            defer { close(directoryDescriptor) }
+            let (temporary, final) = ("\(directory)/.t\(index)", "\(directory)/r\(index)")
+            var done = 0
+            while monotonicNanoseconds() < deadline {
+                let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                _ = record.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
+                fsync(file)
+                close(file)
+                rename(temporary, final)
+                fsync(directoryDescriptor)
+                done += 1
+            }
+            return done
+        }
+        return Double(counts.reduce(0, +)) / (Double(monotonicNanoseconds() - start) / 1e9)
+    }
+}
