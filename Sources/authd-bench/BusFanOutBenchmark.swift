@@ -66,6 +66,7 @@ final class PrivateBusDaemon {
         """.write(toFile: config, atomically: true, encoding: .utf8)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
         process.arguments = ["--config-file=\(config)", "--nofork", "--nopidfile"]
+        process.standardError = FileHandle.nullDevice
         try process.run()
         address = "unix:path=\(directory)/bus.socket"
         for _ in 0..<500 where !FileManager.default.fileExists(atPath: directory + "/bus.socket") { usleep(10_000) }

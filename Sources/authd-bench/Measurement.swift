@@ -97,9 +97,9 @@ private final class ThreadResults<T>: @unchecked Sendable {
 /// connections.
 func raiseOpenFileLimit() {
     var limit = rlimit()
-    guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+    guard getrlimit(openFilesResource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
     limit.rlim_cur = limit.rlim_max
-    setrlimit(RLIMIT_NOFILE_VALUE, &limit)
+    setrlimit(openFilesResource, &limit)
 }
 
-private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+private let openFilesResource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)

@@ -64,7 +64,8 @@ struct ScaleBenchmark {
         }
         report.add(
             .init(
-                measure: "Timer lateness, \(lateness.count) timers, p50 / p99 / max"
+                measure:
+                    "Timer lateness, seen as JwtError at a D-Bus monitor, \(lateness.count) timers, p50 / p99 / max"
                     + (early > 0 ? " (\(early) early)" : ""),
                 value: "\(milliseconds(lateness.percentile(0.5))) / \(milliseconds(lateness.percentile(0.99)))"
                     + " / \(milliseconds(lateness.percentile(1)))",
