@@ -15,22 +15,29 @@ public func invariant(
     abort()
 }
 
-/// Whether `text` shows part of `secret`: a run of at least ``revealedLength`` bytes without whitespace that
-/// `secret` contains too.
+/// Whether `text` shows part of `secret`: a run of at least ``revealedLength`` bytes without whitespace, with a
+/// letter in it, that `secret` contains too.
 ///
-/// The fixed wording of the project's messages has no such run, so one can only come from the input.
+/// The fixed wording of the project's messages has no such run, so one can only come from the input. Runs of
+/// digits and punctuation are left out: messages show numbers (lengths, versions, generations) by design.
 public func reveals(_ text: String, _ secret: String) -> Bool {
     let secretBytes = Array(secret.utf8)
     guard secretBytes.count >= revealedLength else { return false }
     for run in text.utf8.split(whereSeparator: { $0 == 0x20 || (0x09...0x0D).contains($0) }) {
         let bytes = Array(run)
         guard bytes.count >= revealedLength else { continue }
-        for start in 0...(bytes.count - revealedLength)
-        where contains(secretBytes, bytes[start..<start + revealedLength]) {
-            return true
+        for start in 0...(bytes.count - revealedLength) {
+            let window = bytes[start..<start + revealedLength]
+            if window.contains(where: isLetter) && contains(secretBytes, window) { return true }
         }
     }
     return false
+}
+
+/// An ASCII letter, or a byte of a non-ASCII character.
+private func isLetter(_ byte: UInt8) -> Bool {
+    byte >= 0x80 || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+        || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
 }
 
 /// The shortest run of a secret that ``reveals(_:_:)`` looks for.
