@@ -16,6 +16,9 @@
 //         AuthCore (pure rules: no I/O, no clock of its own)
 //
 //   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h)
+//
+//   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
+//   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
 
 import PackageDescription
 
@@ -140,6 +143,31 @@ let package = Package(
             ]
         ),
 
+        // MARK: Fuzzing (Fuzz/README.md): a replay driver each here, libFuzzer targets built by scripts/fuzz
+
+        .systemLibrary(name: "CLibFuzzer", path: "Fuzz/Sources/CLibFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], path: "Fuzz/Sources/FuzzSupport"),
+        .executableTarget(
+            name: "fuzz-varlink",
+            dependencies: ["AuthCore", "AuthProtocol", "FuzzSupport"],
+            path: "Fuzz/Sources/fuzz-varlink"
+        ),
+        .executableTarget(
+            name: "fuzz-jwt",
+            dependencies: ["AuthCore", "AuthProtocol", "FuzzSupport"],
+            path: "Fuzz/Sources/fuzz-jwt"
+        ),
+        .executableTarget(
+            name: "fuzz-config",
+            dependencies: ["AuthCore", "AuthDaemon", "FuzzSupport"],
+            path: "Fuzz/Sources/fuzz-config"
+        ),
+        .executableTarget(
+            name: "fuzz-record",
+            dependencies: ["AuthCore", "AuthStore", "FuzzSupport"],
+            path: "Fuzz/Sources/fuzz-record"
+        ),
+
         // MARK: Tests
 
         .target(
@@ -226,6 +254,11 @@ let package = Package(
         .testTarget(
             name: "AuthCtlTests",
             dependencies: ["AuthTestKit", "authctl", "exponea-authd"]
+        ),
+        .testTarget(
+            name: "FuzzReplayTests",
+            dependencies: ["AuthTestKit", "fuzz-config", "fuzz-jwt", "fuzz-record", "fuzz-varlink"],
+            path: "Fuzz/Tests/FuzzReplayTests"
         ),
     ]
 )

@@ -27,7 +27,9 @@ import Crypto
 /// ```
 ///
 /// `changedAt` is Foundation's reference-date interval so that the `Date` round-trips bit for bit.
-enum RecordCodec {
+///
+/// Package-visible for the fuzz-record harness (`Fuzz/`), which decodes damaged records without a store.
+package enum RecordCodec {
     static let magic: [UInt8] = Array("XATK".utf8)
     static let formatVersion: UInt8 = 1
     static let schemaVersion = 1
@@ -44,7 +46,7 @@ enum RecordCodec {
         var changedAt: Double
     }
 
-    static func encode(_ record: TokenRecord, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
+    package static func encode(_ record: TokenRecord, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
         try encode(record, compactToken: record.token?.compact, key: key)
     }
 
@@ -56,13 +58,27 @@ enum RecordCodec {
         let payload = Payload(
             schema: schema, group: record.group.name, token: compactToken, customerIds: record.customerIds,
             generation: record.generation, changedAt: record.changedAt.timeIntervalSinceReferenceDate)
+        let plaintext: Data
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            let plaintext = try encoder.encode(payload)
+            plaintext = try encoder.encode(payload)
+        } catch {
+            // JSON encoding of these plain values does not fail in practice.
+            throw TokenStoreError(
+                code: .encodingFailed,
+                message: "cannot encode the token record for app group \(record.group): \(type(of: error))")
+        }
+        return try seal(plaintext, group: record.group, key: key)
+    }
+
+    /// Seals `plaintext` as the record of `group`: the header, then the sealed box. The fuzz-record harness uses
+    /// it to reach the decoding of the plaintext.
+    package static func seal(_ plaintext: Data, group: AppGroup, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
+        do {
             let header = magic + [formatVersion]
             let sealed = try AES.GCM.seal(
-                plaintext, using: key.symmetricKey, authenticating: authenticatedData(header, record.group))
+                plaintext, using: key.symmetricKey, authenticating: authenticatedData(header, group))
             guard let combined = sealed.combined else {
                 throw TokenStoreError(code: .encodingFailed, message: "AES-GCM gave no combined sealed box")
             }
@@ -70,14 +86,14 @@ enum RecordCodec {
         } catch let error as TokenStoreError {
             throw error
         } catch {
-            // Neither JSON encoding of these plain values nor sealing with a 256-bit key fails in practice.
+            // Sealing with a 256-bit key does not fail in practice.
             throw TokenStoreError(
                 code: .encodingFailed,
-                message: "cannot encode the token record for app group \(record.group): \(type(of: error))")
+                message: "cannot encode the token record for app group \(group): \(type(of: error))")
         }
     }
 
-    static func decode(_ bytes: [UInt8], group: AppGroup, key: StoreKey) throws(RecordDefect) -> TokenRecord {
+    package static func decode(_ bytes: [UInt8], group: AppGroup, key: StoreKey) throws(RecordDefect) -> TokenRecord {
         guard bytes.count >= headerLength + sealOverhead else { throw .truncated(length: bytes.count) }
         guard Array(bytes[0..<4]) == magic else { throw .badMagic }
         guard bytes[4] == formatVersion else { throw .unsupportedFormat(bytes[4]) }
@@ -119,7 +135,7 @@ enum RecordCodec {
 }
 
 /// Why a record file is unusable and goes to quarantine. Descriptions never show the record's content.
-enum RecordDefect: Error, Sendable, CustomStringConvertible {
+package enum RecordDefect: Error, Sendable, CustomStringConvertible {
     case notRegularFile
     case unreadable(SystemCallError)
     case tooLarge(limit: Int)
@@ -133,7 +149,7 @@ enum RecordDefect: Error, Sendable, CustomStringConvertible {
     case badDate
     case tokenUnparseable(StreamJWTError)
 
-    var description: String {
+    package var description: String {
         switch self {
         case .notRegularFile:
             "not a regular file"

@@ -7,11 +7,11 @@ import SystemPackage
 #endif
 
 /// A system call that failed: its name and the errno it left.
-struct SystemCallError: Error, Sendable, CustomStringConvertible {
+package struct SystemCallError: Error, Sendable, CustomStringConvertible {
     var call: String
     var errno: Errno
 
-    var description: String { "\(call): \(errno) (errno \(errno.rawValue))" }
+    package var description: String { "\(call): \(errno) (errno \(errno.rawValue))" }
 }
 
 /// Thin wrappers over the system calls the store uses: `EINTR` is retried, `errno` is read at once and

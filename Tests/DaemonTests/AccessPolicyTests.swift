@@ -122,6 +122,20 @@ struct AccessPolicyTests {
         )
     }
 
+    /// Found by fuzz-config (Fuzz/regressions/fuzz-config/crlf-line-ends): "\r\n" is one Character, so a CRLF
+    /// file was read as one line and refused as a bad section header.
+    @Test func crlfLineEndsReadAsLF() throws {
+        let policy = try AccessPolicy(
+            files: [("a.conf", "[AppGroup]\r\nName=shop\r\nUsers=shop-app\r\n")], users: users)
+        #expect(policy.warnings.isEmpty)
+        #expect(policy.rules[shop]?.uids == [1001])
+        #expect {
+            try AccessPolicy(files: [("bad.conf", "[AppGroup]\r\nName=shop\r\nUsers x\r\n")], users: users)
+        } throws: { error in
+            (error as? ConfigurationError)?.line == 3
+        }
+    }
+
     @Test func theSystemUserDatabaseResolvesRealNames() {
         let system = SystemUserDatabase()
         #expect(system.uid(ofUser: "root") == 0)

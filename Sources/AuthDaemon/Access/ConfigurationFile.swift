@@ -21,7 +21,9 @@ struct ConfigurationFile: Sendable {
     ///   section header or an assignment inside a section.
     init(parsing text: String, name: String) throws(ConfigurationError) {
         self.name = name
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // "\r\n" is one Character, which a split at "\n" would not see: a CRLF file would be one long line.
+        let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
+        for (index, rawLine) in lines.enumerated() {
             let number = index + 1
             let line = rawLine.trimmingWhitespace()
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
