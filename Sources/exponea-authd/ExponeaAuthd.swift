@@ -78,6 +78,9 @@ struct ExponeaAuthd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "exponea-authd")
+        // Each client holds a descriptor: take what systemd (or the shell) allows, not the select(2)-era 1024.
+        let descriptors = FileDescriptorLimit.raiseToHardLimit()
+        logger.debug("Open file limit", metadata: ["authd.nofile": "\(descriptors.map(String.init) ?? "unknown")"])
 
         let environment = ProcessInfo.processInfo.environment
         let paths = DaemonPaths(
