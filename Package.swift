@@ -212,5 +212,11 @@ let package = Package(
             name: "AuthCtlTests",
             dependencies: ["AuthTestKit", "authctl", "exponea-authd"]
         ),
+        // The real daemon under faults: a crash mid-write, a full disk, many or misbehaving clients, another
+        // user, and tokens that must never show in its output.
+        .testTarget(
+            name: "FaultTests",
+            dependencies: ["AuthCore", "AuthProtocol", "AuthTestKit", "exponea-authd"]
+        ),
     ]
 )
