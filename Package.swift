@@ -260,5 +260,11 @@ let package = Package(
             dependencies: ["AuthTestKit", "fuzz-config", "fuzz-jwt", "fuzz-record", "fuzz-varlink"],
             path: "Fuzz/Tests/FuzzReplayTests"
         ),
+        // The real daemon under faults: a crash mid-write, a full disk, many or misbehaving clients, another
+        // user, and tokens that must never show in its output.
+        .testTarget(
+            name: "FaultTests",
+            dependencies: ["AuthCore", "AuthProtocol", "AuthTestKit", "exponea-authd"]
+        ),
     ]
 )

@@ -37,12 +37,23 @@ public struct Daemon: Sendable {
     /// Who may use which group.
     public let access: AccessControl
 
+    /// How many clients may be connected at once; one more is closed at once.
+    public let maximumConnections: Int
+
     private let timer: WallClockTimer
     private let notifier: ServiceNotifier
     private let logger: Logger
 
     /// The default access configuration directory.
     public static let defaultConfigurationDirectory = "/etc/exponea-authd"
+
+    /// The default bound on connected clients (`--max-connections`).
+    public static let defaultMaximumConnections = 4096
+    /// The bounds `--max-connections` accepts.
+    public static let connectionLimitRange = 1...1_048_576
+    /// Descriptors the daemon needs besides its clients' (the store, the listening socket, the bus, the timers,
+    /// the event loops), for the check of the open file limit against the connection bound.
+    public static let reservedDescriptors = 64
 
     /// Opens the store (creating it, and its key when no credential is given), loads every app group and, in
     /// system mode, reads the access configuration.
@@ -54,10 +65,12 @@ public struct Daemon: Sendable {
         environment: [String: String],
         configurationDirectory: String = defaultConfigurationDirectory,
         flushTimeout: Duration = .seconds(2),
+        maximumConnections: Int = defaultMaximumConnections,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
         self.mode = mode
+        self.maximumConnections = maximumConnections
         self.paths = paths
         self.configurationDirectory = configurationDirectory
         self.notifier = notifier
@@ -219,7 +232,7 @@ public struct Daemon: Sendable {
         }
         if let socket = passed.first(where: \.isListeningUnixStream) {
             logger.info("Using the socket systemd passed", metadata: ["authd.fd": "\(socket.fileDescriptor)"])
-            return VarlinkServer.Configuration(listen: .descriptor(socket.fileDescriptor))
+            return configuration(listen: .descriptor(socket.fileDescriptor))
         }
         let directory = String(
             paths.socketPath[..<(paths.socketPath.lastIndex(of: "/") ?? paths.socketPath.startIndex)])
@@ -233,7 +246,13 @@ public struct Daemon: Sendable {
             )
         }
         // In system mode anyone may connect; the access policy decides per call.
-        return VarlinkServer.Configuration(listen: .path(paths.socketPath, mode: mode == .user ? 0o600 : 0o666))
+        return configuration(listen: .path(paths.socketPath, mode: mode == .user ? 0o600 : 0o666))
+    }
+
+    private func configuration(listen: VarlinkServer.Listen) -> VarlinkServer.Configuration {
+        var configuration = VarlinkServer.Configuration(listen: listen)
+        configuration.maximumConnections = maximumConnections
+        return configuration
     }
 
     /// Re-reads the access configuration (system mode).

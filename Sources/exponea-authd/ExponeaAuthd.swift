@@ -46,6 +46,15 @@ struct ExponeaAuthd: ParsableCommand {
     )
     var flushTimeout: Double = 2
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many clients may be connected at once (1-\(Daemon.connectionLimitRange.upperBound)).",
+            valueName: "count"
+        )
+    )
+    var maxConnections: Int = Daemon.defaultMaximumConnections
+
     @Option(help: "Where to log: journal, console, or auto (the journal when started by systemd).")
     var logTarget: LogTarget = .auto
 
@@ -58,6 +67,12 @@ struct ExponeaAuthd: ParsableCommand {
         }
         guard (0...600).contains(flushTimeout) else {
             throw ValidationError("--flush-timeout needs a number of seconds from 0 to 600, not \(flushTimeout)")
+        }
+        guard Daemon.connectionLimitRange.contains(maxConnections) else {
+            let range = Daemon.connectionLimitRange
+            throw ValidationError(
+                "--max-connections needs a number from \(range.lowerBound) to \(range.upperBound), not \(maxConnections)"
+            )
         }
         if let socket, !socket.hasPrefix("/") || socket.utf8.count > 107 {
             throw ValidationError("--socket needs an absolute path of at most 107 bytes, not '\(socket)'")
@@ -78,6 +93,17 @@ struct ExponeaAuthd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "exponea-authd")
+        // Each client holds a descriptor: take what systemd (or the shell) allows, not the select(2)-era 1024.
+        let descriptors = FileDescriptorLimit.raiseToHardLimit()
+        logger.debug("Open file limit", metadata: ["authd.nofile": "\(descriptors.map(String.init) ?? "unknown")"])
+        if let descriptors, descriptors < maxConnections + Daemon.reservedDescriptors {
+            logger.warning(
+                """
+                The open file limit (\(descriptors)) is below --max-connections \(maxConnections): clients beyond it \
+                are refused; raise LimitNOFILE= or lower --max-connections
+                """
+            )
+        }
 
         let environment = ProcessInfo.processInfo.environment
         let paths = DaemonPaths(
@@ -94,6 +120,7 @@ struct ExponeaAuthd: ParsableCommand {
                 environment: environment,
                 configurationDirectory: configDirectory,
                 flushTimeout: .milliseconds(Int((flushTimeout * 1000).rounded())),
+                maximumConnections: maxConnections,
                 logger: logger
             )
             logger.info("Started in \(mode) mode", metadata: ["authd.status": "\(daemon.status)"])

@@ -2,12 +2,18 @@ import Foundation
 
 /// The real exponea-authd binary on a private socket, state directory and store key, for tests of its
 /// clients: in user mode, or in system mode with an access configuration. Killed when released.
+///
+/// Whatever the daemon prints is checked, when it stops, for the tokens ``TestJWT`` minted: each one found is a
+/// test issue, as the daemon must never log a token.
 public final class DaemonUnderTest: @unchecked Sendable {
     public let root: TemporaryDirectory
     /// The socket it serves.
     public let socketPath: String
+    /// Its token store.
+    public let stateDirectory: String
     private let lock = NSLock()
     private var process: BackgroundProcess?
+    private var earlierOutput = ""
     private let environment: [String: String]
     private let arguments: [String]
 
@@ -17,12 +23,14 @@ public final class DaemonUnderTest: @unchecked Sendable {
     ///   - arguments: More command-line options for the daemon, such as `--flush-timeout`.
     ///   - configDirectory: Runs the daemon in system mode with this access configuration, its socket open
     ///     to other users.
+    ///   - stateDirectory: Keeps the token store there instead of in the daemon's temporary directory.
     public init(
         start: Bool = true, environment: [String: String] = [:], arguments: [String] = [],
-        configDirectory: String? = nil
+        configDirectory: String? = nil, stateDirectory: String? = nil
     ) throws {
         root = try TemporaryDirectory(prefix: "authd-client")
         socketPath = root.appending("io.socket")
+        self.stateDirectory = stateDirectory ?? root.appending("state")
         let credentials = root.appending("credentials")
         try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: false)
         try Data((0..<32).map { UInt8($0) }).write(
@@ -52,8 +60,7 @@ public final class DaemonUnderTest: @unchecked Sendable {
     public func start() throws {
         let process = try BackgroundProcess(
             BuildProducts.executable("exponea-authd"),
-            ["--log-target", "console", "--state-directory", root.appending("state"), "--socket", socketPath]
-                + arguments,
+            ["--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath] + arguments,
             environment: environment
         )
         lock.withLock { self.process = process }
@@ -72,11 +79,19 @@ public final class DaemonUnderTest: @unchecked Sendable {
             defer { self.process = nil }
             return self.process
         }
-        return process?.stop(signal: signal)
+        let status = process?.stop(signal: signal)
+        if let process { lock.withLock { earlierOutput += process.output } }
+        return status
     }
 
-    /// What the daemon printed so far.
+    /// What the daemon printed so far since it was last started.
     public var output: String { lock.withLock { process?.output ?? "" } }
+
+    /// What the daemon printed in every run so far.
+    public var outputOfEveryRun: String { lock.withLock { earlierOutput + (process?.output ?? "") } }
+
+    /// The running daemon's process id.
+    public var pid: Int32? { lock.withLock { process?.pid } }
 
     struct NotServing: Error, CustomStringConvertible {
         var output: String

@@ -113,8 +113,19 @@ public final class BackgroundProcess: @unchecked Sendable {
     private let process = Process()
     private let lock = NSLock()
     private var collected = Data()
+    private var ended = false
+    private let auditsTokens: Bool
+    private var audited = false
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    /// - Parameter auditsTokens: When it has stopped, the process's output must contain no token minted by
+    ///   ``TestJWT`` in this test process; each one it contains is a test issue. By default, when the program or
+    ///   one of its arguments is exponea-authd, which must never log a token (a wrapper such as
+    ///   `systemd-socket-activate` prints what the daemon prints).
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, auditsTokens: Bool? = nil
+    ) throws {
+        self.auditsTokens =
+            auditsTokens ?? ([executable] + arguments).contains { $0.split(separator: "/").last == "exponea-authd" }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }
@@ -123,8 +134,13 @@ public final class BackgroundProcess: @unchecked Sendable {
         process.standardError = output
         output.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
-            self.lock.withLock { self.collected.append(data) }
+            guard let self else { return }
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                self.lock.withLock { self.ended = true }
+            } else {
+                self.lock.withLock { self.collected.append(data) }
+            }
         }
         try process.run()
     }
@@ -146,7 +162,21 @@ public final class BackgroundProcess: @unchecked Sendable {
     public func stop(signal: Int32 = SIGKILL) -> Int32 {
         if process.isRunning { kill(process.processIdentifier, signal) }
         process.waitUntilExit()
+        auditOutput()
         return process.terminationStatus
+    }
+
+    /// Once: checks the whole output (read up to its end, which comes a moment after the exit) for tokens.
+    private func auditOutput() {
+        guard auditsTokens, lock.withLock({ !audited }) else { return }
+        _ = Self.waitUntil(timeout: .seconds(2)) { lock.withLock { ended } }
+        let (text, first) = lock.withLock {
+            defer { audited = true }
+            return (String(decoding: collected, as: UTF8.self), !audited)
+        }
+        guard first else { return }
+        let name = process.executableURL?.lastPathComponent ?? "the process"
+        TestJWT.expectNoMintedToken(in: text, from: "\(name) (pid \(process.processIdentifier))")
     }
 
     /// Polls `condition` every 20 ms until it holds or `timeout` passes.

@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import Synchronization
+import Testing
 
 /// Builds real HS512-signed stream JWTs for tests, the way an integrator's backend does.
 public struct TestJWT: Sendable {
@@ -37,7 +39,9 @@ public struct TestJWT: Sendable {
     public func token(headerJSON: String, payloadJSON: String) -> String {
         let signingInput = Self.base64URL(Data(headerJSON.utf8)) + "." + Self.base64URL(Data(payloadJSON.utf8))
         let mac = HMAC<SHA512>.authenticationCode(for: Data(signingInput.utf8), using: key)
-        return signingInput + "." + Self.base64URL(Data(mac))
+        let signature = Self.base64URL(Data(mac))
+        Self.minted.withLock { _ = $0.insert(signature) }
+        return signingInput + "." + signature
     }
 
     /// Whether `token`'s signature is right for this key.
@@ -64,5 +68,54 @@ public struct TestJWT: Sendable {
     private static func json(_ object: [String: Any]) -> String {
         let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)
+    }
+}
+
+// MARK: Finding tokens where they must not be
+
+extension TestJWT {
+    /// The signature part of every token minted in this process: a token, or what identifies it, that shows up
+    /// in a log or an error message is found by its signature.
+    private static let minted = Mutex<Set<String>>([])
+
+    /// The length of an HS512 signature in base64url.
+    private static let signatureLength = 86
+
+    /// The signatures of tokens minted in this process that `text` contains: whole tokens, or their signature
+    /// parts on their own. Linear in `text`, whatever the number of tokens minted.
+    public static func mintedSignatures(in text: String) -> Set<String> {
+        let bytes = Array(text.utf8)
+        let minted = Self.minted.withLock { $0 }
+        var found: Set<String> = []
+        var runStart = 0
+        for index in 0...bytes.count {
+            if index < bytes.count && isBase64URL(bytes[index]) { continue }
+            // A maximal run of base64url characters ends here; a signature is a window of it.
+            if index - runStart >= signatureLength {
+                for start in runStart...(index - signatureLength) {
+                    let window = String(decoding: bytes[start..<(start + signatureLength)], as: UTF8.self)
+                    if minted.contains(window) { found.insert(window) }
+                }
+            }
+            runStart = index + 1
+        }
+        return found
+    }
+
+    /// Records a test issue for each token minted in this process that `text`, written by `source`, contains.
+    public static func expectNoMintedToken(in text: String, from source: String) {
+        for signature in mintedSignatures(in: text).sorted() {
+            Issue.record("\(source) wrote a test token (signature \(signature.prefix(12))…) in its output")
+        }
+    }
+
+    private static func isBase64URL(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            return true
+        default:
+            return false
+        }
     }
 }

@@ -51,7 +51,10 @@ struct DaemonStartupTests {
         }
     }
 
-    @Test(arguments: [["--flush-timeout", "601"], ["--flush-timeout=-1"], ["--socket", "relative.socket"]])
+    @Test(arguments: [
+        ["--flush-timeout", "601"], ["--flush-timeout=-1"], ["--socket", "relative.socket"],
+        ["--max-connections", "0"], ["--max-connections=2000000"],
+    ])
     func refusesABadOptionWithWhatItNeeds(arguments: [String]) throws {
         let result = try ChildProcess.run(BuildProducts.executable("exponea-authd"), ["--user"] + arguments)
         #expect(result.status == 64)  // EX_USAGE
