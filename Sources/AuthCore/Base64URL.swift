@@ -3,6 +3,10 @@ enum Base64URL {
     /// Decodes `text`, or returns nil when it has a byte outside `A-Z a-z 0-9 - _`, padding, or an
     /// impossible length.
     static func decode(_ text: Substring.UTF8View) -> [UInt8]? {
+        text.withContiguousStorageIfAvailable(decode) ?? decode(Array(text))
+    }
+
+    static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
         guard text.count % 4 != 1 else { return nil }
         var output: [UInt8] = []
         output.reserveCapacity(text.count * 3 / 4)
@@ -18,6 +22,11 @@ enum Base64URL {
             }
         }
         return output
+    }
+
+    /// Whether `text` would decode: the same check as ``decode(_:)`` without making the bytes.
+    static func isValid(_ text: Substring.UTF8View) -> Bool {
+        text.count % 4 != 1 && text.allSatisfy { sextet($0) != nil }
     }
 
     /// Encodes `bytes` without padding.

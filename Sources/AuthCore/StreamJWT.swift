@@ -13,7 +13,7 @@
 ///
 /// ```swift
 /// let jwt = try StreamJWT(parsing: token)
-/// jwt.claims.expiresAt      // Date
+/// jwt.expiresAt             // Date
 /// jwt.state(at: .now)       // .valid, .expiredSoon or .expired
 /// ```
 public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
@@ -38,53 +38,68 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
 
     /// The compact token exactly as given: what a request sends after `Bearer `.
     public let compact: String
-    /// The parsed header.
-    public let header: Header
-    /// The parsed claims.
-    public let claims: Claims
+    /// When the token expires (`exp`), kept beside the text because the expiry timers read it all the time.
+    public let expiresAt: Date
+
+    /// The parsed header (parsed again from ``compact`` on each use: only the expiry is kept, so that a
+    /// daemon holding 100,000 tokens holds little more than their text).
+    public var header: Header {
+        // The token parsed when it was made, so it parses again.
+        (try? Self.parse(compact).header) ?? Header(algorithm: "", keyID: nil)
+    }
+
+    /// The parsed claims (parsed again from ``compact`` on each use, as ``header`` is).
+    public var claims: Claims {
+        (try? Self.parse(compact).claims) ?? Claims(expiresAt: expiresAt, customerIds: [:])
+    }
 
     /// Parses a compact JWT (`header.payload.signature`).
     ///
     /// - Throws: ``StreamJWTError`` naming the first thing that is wrong.
     public init(parsing token: String) throws(StreamJWTError) {
+        self.compact = token
+        self.expiresAt = try Self.parse(token).claims.expiresAt
+    }
+
+    private static func parse(_ token: String) throws(StreamJWTError) -> (header: Header, claims: Claims) {
         let utf8 = token.utf8
         guard !utf8.isEmpty else { throw .empty }
         guard utf8.count <= Self.maximumLength else { throw .tooLong(length: utf8.count) }
         guard !token.hasPrefix("Bearer ") else { throw .bearerPrefix }
 
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .notThreeParts(found: parts.count) }
-        guard !parts[0].isEmpty, let headerBytes = Base64URL.decode(parts[0].utf8) else {
+        let dots = utf8.indices.filter { utf8[$0] == UInt8(ascii: ".") }
+        guard dots.count == 2 else { throw .notThreeParts(found: dots.count + 1) }
+        let parts = [
+            utf8[utf8.startIndex..<dots[0]], utf8[utf8.index(after: dots[0])..<dots[1]],
+            utf8[utf8.index(after: dots[1])...],
+        ]
+        guard !parts[0].isEmpty, let headerBytes = Base64URL.decode(parts[0]) else {
             throw .invalidBase64URL(.header)
         }
-        guard !parts[1].isEmpty, let payloadBytes = Base64URL.decode(parts[1].utf8) else {
+        guard !parts[1].isEmpty, let payloadBytes = Base64URL.decode(parts[1]) else {
             throw .invalidBase64URL(.payload)
         }
-        guard Base64URL.decode(parts[2].utf8) != nil else { throw .invalidBase64URL(.signature) }
-
-        self.compact = token
-        self.header = try Self.decodeHeader(headerBytes)
-        self.claims = try Self.decodeClaims(payloadBytes)
+        guard Base64URL.isValid(parts[2]) else { throw .invalidBase64URL(.signature) }
+        return (try decodeHeader(headerBytes), try decodeClaims(payloadBytes))
     }
 
     /// The token's state at `now` (R17).
     public func state(at now: Date) -> TokenState {
-        TokenState(expiresAt: claims.expiresAt, at: now)
+        TokenState(expiresAt: expiresAt, at: now)
     }
 
     public var description: String {
-        let keyID = header.keyID.map { ", kid: \($0)" } ?? ""
-        let exp = Int64(claims.expiresAt.timeIntervalSince1970.rounded(.down))
-        return "StreamJWT(alg: \(header.algorithm)\(keyID), exp: \(exp), ids: \(claims.customerIds.count) keys)"
+        let parsed = try? Self.parse(compact)
+        let keyID = parsed?.header.keyID.map { ", kid: \($0)" } ?? ""
+        let exp = Int64(expiresAt.timeIntervalSince1970.rounded(.down))
+        return "StreamJWT(alg: \(parsed?.header.algorithm ?? "?")\(keyID), exp: \(exp), "
+            + "ids: \(parsed?.claims.customerIds.count ?? 0) keys)"
     }
 
     // MARK: Decoding
 
     private static func decodeHeader(_ bytes: [UInt8]) throws(StreamJWTError) -> Header {
-        let fields: JSONFields
-        do {
-            fields = try JSONDecoder().decode(JSONFields.self, from: Data(bytes))
-        } catch {
+        guard let fields = try? JSONValue(parsing: bytes), case .object = fields else {
             throw .headerNotJSONObject
         }
         guard case .string(let algorithm)? = fields["alg"] else { throw .algorithmMissing }
@@ -96,69 +111,19 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     }
 
     private static func decodeClaims(_ bytes: [UInt8]) throws(StreamJWTError) -> Claims {
-        let fields: JSONFields
-        do {
-            fields = try JSONDecoder().decode(JSONFields.self, from: Data(bytes))
-        } catch {
+        guard let fields = try? JSONValue(parsing: bytes), case .object = fields else {
             throw .payloadNotJSONObject
         }
-        let seconds: Double
-        switch fields["exp"] {
-        case nil: throw .expirationMissing
-        case .number(let value)?: seconds = value
-        default: throw .expirationNotNumber
-        }
+        guard let exp = fields["exp"] else { throw .expirationMissing }
+        guard let seconds = exp.double else { throw .expirationNotNumber }
         guard seconds.isFinite, (0...Self.latestExpiration).contains(seconds) else {
             throw .expirationOutOfRange
         }
-        let customerIds: [String: String]
-        switch fields["ids"] {
-        case nil: throw .customerIdsMissing
-        case .stringMap(let map)?: customerIds = map
-        default: throw .customerIdsNotStringMap
-        }
+        guard let ids = fields["ids"] else { throw .customerIdsMissing }
+        guard let customerIds = ids.stringMap else { throw .customerIdsNotStringMap }
         return Claims(expiresAt: Date(timeIntervalSince1970: seconds), customerIds: customerIds)
     }
 
     /// 9999-12-31T23:59:59Z.
     private static let latestExpiration: Double = 253_402_300_799
-}
-
-/// The top-level members of a JSON object, each kept only as far as the token rules need it: the decoder
-/// never builds nested values the daemon does not read.
-private struct JSONFields: Decodable {
-    enum Value {
-        case null
-        case number(Double)
-        case string(String)
-        case stringMap([String: String])
-        case other
-    }
-
-    private var values: [String: Value] = [:]
-
-    subscript(key: String) -> Value? { values[key] }
-
-    private struct Key: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: Key.self)
-        for key in container.allKeys where ["alg", "kid", "exp", "ids"].contains(key.stringValue) {
-            values[key.stringValue] = Self.decodeValue(container, key)
-        }
-    }
-
-    private static func decodeValue(_ container: KeyedDecodingContainer<Key>, _ key: Key) -> Value {
-        if (try? container.decodeNil(forKey: key)) == true { return .null }
-        if (try? container.decode(Bool.self, forKey: key)) != nil { return .other }
-        if let number = try? container.decode(Double.self, forKey: key) { return .number(number) }
-        if let string = try? container.decode(String.self, forKey: key) { return .string(string) }
-        if let map = try? container.decode([String: String].self, forKey: key) { return .stringMap(map) }
-        return .other
-    }
 }

@@ -278,7 +278,7 @@ public struct StreamAuthenticator: Sendable {
         }
         let waited = try await client.daemon.waitForToken(
             group: client.group, after: preflight.generation, timeout: client.retryWait)
-        if let token = waited.token, (try? StreamJWT(parsing: token.value))?.claims.expiresAt ?? .distantPast > Date() {
+        if let token = waited.token, (try? StreamJWT(parsing: token.value))?.expiresAt ?? .distantPast > Date() {
             return token.value
         }
         throw AuthClientError(

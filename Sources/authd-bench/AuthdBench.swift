@@ -44,11 +44,20 @@ struct Run: ParsableCommand {
     @Flag(help: "Fail (exit 1) when a goal is missed.")
     var strict = false
 
+    @Flag(help: "Keep the scratch folders (stores, sockets, logs) for profiling the daemon on them afterwards.")
+    var keepScratch = false
+
     func run() throws {
         raiseOpenFileLimit()
         let executable = try daemonExecutable()
         let scratch = try Scratch(memory: memoryDirectory, disk: diskDirectory)
-        defer { scratch.remove() }
+        defer {
+            if keepScratch {
+                progress("kept the scratch folders \(scratch.memory) and \(scratch.disk)")
+            } else {
+                scratch.remove()
+            }
+        }
         let report = Report()
         let settings = BenchSettings(short: short, daemon: executable, scratch: scratch)
         progress("authd-bench: \(short ? "short" : "full") run of \(executable)")

@@ -73,7 +73,7 @@ public actor AuthService {
                 changedAt: record.changedAt
             )
             let instant = now()
-            startupEvents += expiry.set(record.group, expiresAt: record.token?.claims.expiresAt, now: instant)
+            startupEvents += expiry.set(record.group, expiresAt: record.token?.expiresAt, now: instant)
         }
     }
 
@@ -335,7 +335,7 @@ public actor AuthService {
                 name: group.name,
                 hasToken: state.token != nil,
                 state: TokenState(state.token, at: instant),
-                expiresAt: state.token?.claims.expiresAt.timeIntervalSince1970,
+                expiresAt: state.token?.expiresAt.timeIntervalSince1970,
                 generation: state.generation,
                 subscribers: state.subscribers.count
             )
@@ -379,7 +379,7 @@ public actor AuthService {
             send(AuthEvent(kind: .tokenRefreshed, group: group.name, generation: record.generation), to: group)
         }
         resumeAllWaiters(group)
-        deliver(expiry.set(group, expiresAt: token?.claims.expiresAt, now: record.changedAt))
+        deliver(expiry.set(group, expiresAt: token?.expiresAt, now: record.changedAt))
         return record.generation
     }
 

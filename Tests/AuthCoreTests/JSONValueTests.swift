@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+
+@testable import AuthCore
+
+@Suite("JSONValue: strict RFC 8259 parsing")
+struct JSONValueTests {
+    private func parse(_ text: String) throws(JSONSyntaxError) -> JSONValue {
+        try JSONValue(parsing: Array(text.utf8))
+    }
+
+    @Test func readsEveryKindOfValue() throws {
+        let value = try parse(
+            #" {"n": null, "t": true, "f": false, "i": -12, "d": 1.5e3, "s": "a\"b\\c\/d\n\u00e9\ud83d\ude00", "#
+                + #""a": [1, [], {}], "o": {"k": "v"}} "#)
+        #expect(value["n"] == .null)
+        #expect(value["t"] == .bool(true))
+        #expect(value["f"] == .bool(false))
+        #expect(value["i"]?.int == -12)
+        #expect(value["d"]?.double == 1500)
+        #expect(value["s"]?.string == "a\"b\\c/d\né😀")
+        #expect(value["a"] == .array([.number("1"), .array([]), .object([:])]))
+        #expect(value["o"]?.stringMap == ["k": "v"])
+    }
+
+    @Test func keepsNumbersExact() throws {
+        let value = try parse(#"{"g": 18446744073709551615, "x": 9007199254740993}"#)
+        #expect(value["g"]?.uint64 == UInt64.max)
+        #expect(value["x"]?.uint64 == 9_007_199_254_740_993)
+        #expect(value["x"]?.double == 9_007_199_254_740_992)
+        #expect(try parse("1.5")["x"] == nil)
+        #expect(try parse("-1").uint64 == nil)
+        #expect(try parse("1.0").uint64 == nil)
+    }
+
+    @Test func theLastOfTwoSameNamedMembersWins() throws {
+        #expect(try parse(#"{"a": 1, "a": 2}"#)["a"]?.int == 2)
+    }
+
+    @Test func stringMapRefusesOtherValues() throws {
+        #expect(try parse(#"{"a": "x", "b": 1}"#).stringMap == nil)
+        #expect(try parse(#"["x"]"#).stringMap == nil)
+        #expect(try parse(#"{}"#).stringMap == [:])
+    }
+
+    @Test(arguments: [
+        "", " ", "{", "}", "[1,]", #"{"a":1,}"#, #"{"a" 1}"#, #"{a:1}"#, "01", "-", "1.", ".5", "1e", "+1", "1e+",
+        "NaN", "Infinity", "tru", "nul", "[1 2]", #""abc"#, #""\x""#, #""\u12""#, #""\u12G4""#, "\"a\tb\"",
+        #""\ud800""#, #""\udc00""#, #""\ud800\u0041""#, "{} {}", "[1]]", "'a'", "/* */1",
+    ])
+    func refusesWhatIsNotJSON(_ text: String) {
+        #expect(throws: JSONSyntaxError.self) { try parse(text) }
+    }
+
+    @Test func refusesInvalidUTF8InAString() {
+        #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: [0x22, 0xC3, 0x28, 0x22]) }
+        #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: [0x22, 0x5C, 0x6E, 0xFF, 0x22]) }
+    }
+
+    @Test func boundsTheNesting() throws {
+        let deepest =
+            String(repeating: "[", count: JSONValue.maximumDepth)
+            + String(repeating: "]", count: JSONValue.maximumDepth)
+        _ = try parse(deepest)
+        #expect(throws: JSONSyntaxError.self) { try parse("[" + deepest + "]") }
+        #expect(throws: JSONSyntaxError.self) { try parse(String(repeating: #"{"a":"#, count: 100_000)) }
+    }
+
+    @Test func saysWhereTheProblemIs() {
+        #expect(throws: JSONSyntaxError(offset: 7, problem: "expected ',' or '}'")) { try parse(#"{"a":1 "b":2}"#) }
+    }
+
+    /// Foundation's parser accepts a trailing comma, which RFC 8259 does not allow; this parser refuses it.
+    @Test(arguments: ["[1,]", #"{"a":1,}"#])
+    func refusesTheTrailingCommaFoundationAccepts(_ text: String) throws {
+        #expect(throws: JSONSyntaxError.self) { try parse(text) }
+        _ = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+    }
+
+    /// Otherwise the same documents are accepted as Foundation's parser accepts, and read to the same values.
+    @Test(arguments: [
+        #"{"exp":1767225600,"ids":{"registered":"a@b.c","cookie":"0f9e"}}"#,
+        #"{"alg":"HS512","typ":"JWT","kid":"k-2026"}"#,
+        #"{"a":[1,2.5,-0,1E2,1e-2,true,false,null,"\u0000\u001f\u2028"],"b":{"c":{"d":[]}}}"#,
+        #"  {"a" : "x"  }  "#, #"[]"#, #""lone""#, "12", "-0.0", "01", "1.", #""\u00""#,
+    ])
+    func agreesWithJSONSerialization(_ text: String) {
+        let ours = try? parse(text)
+        let foundations = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+        #expect((ours == nil) == (foundations == nil), "\(text)")
+        if let ours, let foundations {
+            #expect(Self.matches(ours, foundations), "\(text)")
+        }
+    }
+
+    private static func matches(_ ours: JSONValue, _ theirs: Any) -> Bool {
+        switch ours {
+        case .null: return theirs is NSNull
+        case .bool(let value): return (theirs as? Bool) == value
+        case .number: return (theirs as? NSNumber)?.doubleValue == ours.double
+        case .string(let value): return (theirs as? String) == value
+        case .array(let elements):
+            guard let array = theirs as? [Any], array.count == elements.count else { return false }
+            return zip(elements, array).allSatisfy { matches($0, $1) }
+        case .object(let members):
+            guard let object = theirs as? [String: Any], object.count == members.count else { return false }
+            return members.allSatisfy { name, value in object[name].map { matches(value, $0) } ?? false }
+        }
+    }
+}
