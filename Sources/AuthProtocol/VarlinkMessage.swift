@@ -1,3 +1,5 @@
+import AuthCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -19,13 +21,8 @@ public struct VarlinkCall: Sendable {
     public var upgrade: Bool
     /// The raw message, to decode the parameters from.
     private let message: [UInt8]
-
-    private struct Header: Decodable {
-        var method: String
-        var oneway: Bool?
-        var more: Bool?
-        var upgrade: Bool?
-    }
+    /// The `parameters` member, nil when the call has none.
+    private let parameterValue: JSONValue?
 
     private struct Envelope<Parameters: Decodable>: Decodable {
         var parameters: Parameters?
@@ -33,19 +30,44 @@ public struct VarlinkCall: Sendable {
 
     /// Reads a call from one message (without its NUL).
     ///
-    /// - Throws: ``VarlinkCallError`` when the message is not a JSON object with a `method` string.
+    /// - Throws: ``VarlinkCallError`` when the message is not a JSON object with a `method` string, or a flag
+    ///   is not a boolean.
     public init(decoding message: [UInt8]) throws(VarlinkCallError) {
-        let header: Header
-        do {
-            header = try JSONDecoder().decode(Header.self, from: Data(message))
-        } catch {
-            throw .notACall
+        // JSONValue, not JSONDecoder: this runs for every call, and GetToken needs nothing more (see
+        // ``stringParameter(_:)``).
+        guard let value = try? JSONValue(parsing: message), case .object(let members) = value,
+            case .string(let method)? = members["method"]
+        else { throw .notACall }
+        func flag(_ name: String) throws(VarlinkCallError) -> Bool {
+            switch members[name] {
+            case nil, .null?: false
+            case .bool(let value)?: value
+            default: throw .notACall
+            }
         }
-        self.method = header.method
-        self.oneway = header.oneway ?? false
-        self.more = header.more ?? false
-        self.upgrade = header.upgrade ?? false
+        self.method = method
+        self.oneway = try flag("oneway")
+        self.more = try flag("more")
+        self.upgrade = try flag("upgrade")
         self.message = message
+        self.parameterValue = members["parameters"].flatMap { $0 == .null ? nil : $0 }
+    }
+
+    /// The string parameter `name`, read without decoding the call again: the fast path for the calls that
+    /// take a group name only. Other parameters are ignored, as ``parameters(_:)`` ignores them.
+    ///
+    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming `name` when it is missing or not a string, or
+    ///   `parameters` when the parameters are not an object.
+    public func stringParameter(_ name: String) throws(VarlinkError) -> String {
+        switch parameterValue {
+        case nil:
+            throw .invalidParameter(name)
+        case .object(let members)?:
+            guard case .string(let value)? = members[name] else { throw .invalidParameter(name) }
+            return value
+        default:
+            throw .invalidParameter("parameters")
+        }
     }
 
     /// The interface part of ``method`` (`com.exponea.Auth`), or nil when the name has no dot.

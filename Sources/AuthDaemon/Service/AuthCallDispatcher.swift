@@ -62,7 +62,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             try await send(getToken(call, caller))
 
         case .preflight:
-            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+            let group = try permitted(call.stringParameter("group"), caller)
             try await send(VarlinkReplyEncoder.reply(await service.preflight(group)))
 
         case .reportAuthFailure:
@@ -107,7 +107,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             try await send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
         case .anonymize, .stopIntegration, .clearLocalCustomerData:
-            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+            let group = try permitted(call.stringParameter("group"), caller)
             let cause: AuthService.ClearCause =
                 switch method {
                 case .anonymize: .anonymize
@@ -119,7 +119,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
         case .subscribe:
             guard call.more else { throw VarlinkError.expectedMore }
-            let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+            let group = try permitted(call.stringParameter("group"), caller)
             // Streams until the connection is gone (a send throws) or the service drops a slow subscriber.
             guard let events = await service.subscribe(group, pid: caller.pid) else {
                 throw VarlinkError.tooManySubscribers(group: group.name)
@@ -165,7 +165,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     }
 
     private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
-        let group = try permitted(call.parameters(GroupParameters.self).group, caller)
+        let group = try permitted(call.stringParameter("group"), caller)
         let (token, generation) = service.token(for: group)
         return try getTokenReplies.reply(for: group, generation: generation) {
             try VarlinkReplyEncoder.reply(
