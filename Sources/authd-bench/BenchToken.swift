@@ -4,10 +4,14 @@ import Foundation
 /// never checks the signature (it cannot: the secret stays with the backend), so it is fixed filler.
 enum BenchToken {
     /// A token for `customer` expiring at `exp` (Unix seconds).
-    static func make(exp: Int, customer: Int) -> String {
+    static func make(exp: Int, customer: Int) -> String { make(exp: Double(exp), customer: customer) }
+
+    /// A token for `customer` expiring at `exp`, which may have a fraction of a second (RFC 7519 NumericDate).
+    static func make(exp: Double, customer: Int) -> String {
+        let numericDate = exp == exp.rounded() ? String(Int(exp)) : String(format: "%.6f", exp)
         let header = #"{"alg":"HS512","typ":"JWT","kid":"bench-key-2026-11"}"#
         let payload =
-            #"{"exp":\#(exp),"iat":\#(exp - 3600),"ids":{"registered":"customer-\#(customer)@bench.example","#
+            #"{"exp":\#(numericDate),"iat":\#(Int(exp) - 3600),"ids":{"registered":"customer-\#(customer)@bench.example","#
             + #""cookie":"\#(UUID().uuidString.lowercased())"}}"#
         let signature = String(repeating: "s1gNaTuRe-", count: 9).prefix(86)
         return base64URL(header) + "." + base64URL(payload) + "." + signature
