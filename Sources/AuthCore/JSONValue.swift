@@ -6,7 +6,8 @@
 /// RFC 8259 allows and nothing more: Foundation's parser also takes a trailing comma (`[1,]`), this one does
 /// not (the tests compare the two).
 ///
-/// Numbers keep their literal text, so a caller reads a `UInt64` or a `Double` without losing precision.
+/// Numbers keep their literal text, so a caller reads a `UInt64` or a `Double` without losing precision; a
+/// number beyond the range of `Double` is refused, as Foundation refuses it.
 /// A member name that appears twice keeps its last value. Nesting is bounded by ``maximumDepth``.
 ///
 /// ```swift
@@ -318,7 +319,13 @@ private struct JSONParser {
             guard isDigit(current) else { throw error("expected a digit in the exponent") }
             skipDigits()
         }
-        return .number(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+        let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        // As Foundation's parser does, refuse a number no Double can hold (1e400); a tiny one reads as zero.
+        guard Double(literal)?.isFinite == true else {
+            index = start
+            throw error("number out of range")
+        }
+        return .number(literal)
     }
 
     func isDigit(_ byte: UInt8?) -> Bool {

@@ -139,9 +139,8 @@ public struct Daemon: Sendable {
     public var status: String { status(clients: nil) }
 
     private func status(clients: Int?) -> String {
-        let groups = runBlocking { await service.summaries() }
-        let withToken = groups.count { $0.hasToken }
-        let held = "Holding \(groups.count) app group\(groups.count == 1 ? "" : "s") (\(withToken) with a token)"
+        let (groups, withToken) = runBlocking { await service.groupCounts() }
+        let held = "Holding \(groups) app group\(groups == 1 ? "" : "s") (\(withToken) with a token)"
         guard let clients else { return held }
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"
     }

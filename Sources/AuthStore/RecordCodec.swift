@@ -22,11 +22,13 @@ import Crypto
 /// another group's file name, or given another header, does not open. The plaintext is JSON:
 ///
 /// ```
-/// {"schema": 1, "group": "<name>", "token": "<compact JWT>" | null, "customerIds": {...},
-///  "generation": <UInt64>, "changedAt": <seconds since 2001-01-01T00:00:00Z, Double>}
+/// {"schema": 1, "group": "<name>", "token": "<compact JWT>" | null, "expiresAt": <the token's exp>,
+///  "customerIds": {...}, "generation": <UInt64>, "changedAt": <seconds since 2001-01-01T00:00:00Z, Double>}
 /// ```
 ///
 /// `changedAt` is Foundation's reference-date interval so that the `Date` round-trips bit for bit.
+/// `expiresAt` (Unix seconds) is written with every token since 0.2, so that start-up need not parse each
+/// token's JSON again; a record without it (written by 0.1) has its token parsed.
 ///
 /// Package-visible for the fuzz-record harness (`Fuzz/`), which decodes damaged records without a store.
 package enum RecordCodec {
@@ -41,6 +43,7 @@ package enum RecordCodec {
         var schema: Int
         var group: String
         var token: String?
+        var expiresAt: Double?
         var customerIds: [String: String]
         var generation: UInt64
         var changedAt: Double
@@ -56,7 +59,9 @@ package enum RecordCodec {
         _ record: TokenRecord, compactToken: String?, schema: Int = schemaVersion, key: StoreKey
     ) throws(TokenStoreError) -> [UInt8] {
         let payload = Payload(
-            schema: schema, group: record.group.name, token: compactToken, customerIds: record.customerIds,
+            schema: schema, group: record.group.name, token: compactToken,
+            expiresAt: compactToken == record.token?.compact ? record.token?.expiresAt.timeIntervalSince1970 : nil,
+            customerIds: record.customerIds,
             generation: record.generation, changedAt: record.changedAt.timeIntervalSinceReferenceDate)
         let plaintext: Data
         do {
@@ -123,7 +128,11 @@ package enum RecordCodec {
             break
         case .string(let compact)?:
             do {
-                token = try StreamJWT(parsing: compact)
+                if let expiresAt = payload["expiresAt"]?.double, expiresAt.isFinite {
+                    token = try StreamJWT(stored: compact, expiresAt: Date(timeIntervalSince1970: expiresAt))
+                } else {
+                    token = try StreamJWT(parsing: compact)
+                }
             } catch {
                 throw .tokenUnparseable(error)
             }

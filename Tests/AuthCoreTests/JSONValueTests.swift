@@ -45,7 +45,8 @@ struct JSONValueTests {
 
     @Test(arguments: [
         "", " ", "{", "}", "[1,]", #"{"a":1,}"#, #"{"a" 1}"#, #"{a:1}"#, "01", "-", "1.", ".5", "1e", "+1", "1e+",
-        "NaN", "Infinity", "tru", "nul", "[1 2]", #""abc"#, #""\x""#, #""\u12""#, #""\u12G4""#, "\"a\tb\"",
+        "NaN", "Infinity", "1e400", "-1E309", "tru", "nul", "[1 2]", #""abc"#, #""\x""#, #""\u12""#, #""\u12G4""#,
+        "\"a\tb\"",
         #""\ud800""#, #""\udc00""#, #""\ud800\u0041""#, "{} {}", "[1]]", "'a'", "/* */1",
     ])
     func refusesWhatIsNotJSON(_ text: String) {
@@ -82,7 +83,8 @@ struct JSONValueTests {
         #"{"exp":1767225600,"ids":{"registered":"a@b.c","cookie":"0f9e"}}"#,
         #"{"alg":"HS512","typ":"JWT","kid":"k-2026"}"#,
         #"{"a":[1,2.5,-0,1E2,1e-2,true,false,null,"\u0000\u001f\u2028"],"b":{"c":{"d":[]}}}"#,
-        #"  {"a" : "x"  }  "#, #"[]"#, #""lone""#, "12", "-0.0", "01", "1.", #""\u00""#,
+        #"  {"a" : "x"  }  "#, #"[]"#, #""lone""#, "12", "-0.0", "01", #"{"a":1,"a":2}"#, "1e400", "-1e-400",
+        "123456789012345678901234567890", "1.", #""\u00""#,
     ])
     func agreesWithJSONSerialization(_ text: String) {
         let ours = try? parse(text)

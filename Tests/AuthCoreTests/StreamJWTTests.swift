@@ -20,6 +20,13 @@ struct StreamJWTTests {
         #expect(jwt.claims.customerIds == ["registered": "alice", "cookie": "c-1"])
     }
 
+    /// JWS splits at the byte '.', also where a combining mark follows it (String.split would not: the period
+    /// and the mark are one Character). Found by fuzz-jwt.
+    @Test func splitsAtEveryPeriodByte() {
+        #expect(throws: StreamJWTError.invalidBase64URL(.payload)) { try StreamJWT(parsing: "eyJ9.\u{301}eyJ9.c2ln") }
+        #expect(throws: StreamJWTError.notThreeParts(found: 2)) { try StreamJWT(parsing: "eyJ9.\u{301}eyJ9") }
+    }
+
     @Test func keyIDIsOptional() throws {
         let token = TestJWT(keyID: nil).token(exp: 1_900_000_000)
         #expect(try StreamJWT(parsing: token).header.keyID == nil)

@@ -90,7 +90,8 @@ func checkError(_ error: StreamJWTError, _ token: String) {
     let malformed = VarlinkError.malformedToken(code: error.code, message: error.description)
     invariant(!reveals(malformed.description, token), "the MalformedToken reply shows the token")
     let length = token.utf8.count
-    let parts = token.split(separator: ".", omittingEmptySubsequences: false).count
+    // JWS splits at the byte '.', also where a combining mark follows it (which String.split would not).
+    let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).count
     switch error {
     case .empty: invariant(length == 0, "a token of \(length) bytes called empty")
     case .tooLong(let reported):

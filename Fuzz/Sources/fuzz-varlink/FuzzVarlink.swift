@@ -18,8 +18,37 @@ func check(_ input: [UInt8]) {
     _ = frame(input, limit: smallLimit) { random.next(in: 1...32) }
 
     for message in messages.messages {
+        checkJSON(message)
         guard let call = try? VarlinkCall(decoding: message) else { continue }
         checkCall(call)
+    }
+}
+
+/// JSONValue, which reads every call, accepts no document Foundation's parser refuses, and reads each as it
+/// does. (The other way round it is stricter: Foundation also takes a trailing comma.)
+func checkJSON(_ message: [UInt8]) {
+    guard let ours = try? JSONValue(parsing: message) else { return }
+    guard let theirs = try? JSONSerialization.jsonObject(with: Data(message), options: [.fragmentsAllowed]) else {
+        invariant(false, "JSONValue accepts a document JSONSerialization refuses")
+        return
+    }
+    invariant(sameJSON(ours, theirs), "JSONValue reads a document differently from JSONSerialization")
+}
+
+func sameJSON(_ ours: JSONValue, _ theirs: Any) -> Bool {
+    switch ours {
+    case .null: return theirs is NSNull
+    case .bool(let value): return (theirs as? Bool) == value
+    case .number:
+        guard let number = theirs as? NSNumber, let double = ours.double else { return false }
+        return number.doubleValue == double || (number.doubleValue.isNaN && double.isNaN)
+    case .string(let value): return (theirs as? String) == value
+    case .array(let elements):
+        guard let array = theirs as? [Any], array.count == elements.count else { return false }
+        return zip(elements, array).allSatisfy { sameJSON($0, $1) }
+    case .object(let members):
+        guard let object = theirs as? [String: Any], object.count == members.count else { return false }
+        return members.allSatisfy { name, value in object[name].map { sameJSON(value, $0) } ?? false }
     }
 }
 

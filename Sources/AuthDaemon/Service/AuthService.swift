@@ -65,6 +65,7 @@ public actor AuthService {
             Dictionary(
                 records.map { ($0.group, CurrentTokens.Entry(token: $0.token, generation: $0.generation)) },
                 uniquingKeysWith: { _, last in last }))
+        groups.reserveCapacity(records.count)
         for record in records {
             groups[record.group] = GroupState(
                 token: record.token,
@@ -325,6 +326,12 @@ public actor AuthService {
         observers[id] = continuation
         continuation.onTermination = { [weak self] _ in Task { await self?.stopObserving(id) } }
         return stream
+    }
+
+    /// How many groups the service holds, and how many of them have a token: the status line's figures,
+    /// without building every group's summary.
+    public func groupCounts() -> (groups: Int, withToken: Int) {
+        (groups.count, groups.values.count { $0.token != nil })
     }
 
     /// A summary of every group.
