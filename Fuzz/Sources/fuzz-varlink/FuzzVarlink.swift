@@ -41,7 +41,10 @@ func sameJSON(_ ours: JSONValue, _ theirs: Any) -> Bool {
     case .bool(let value): return (theirs as? Bool) == value
     case .number:
         guard let number = theirs as? NSNumber, let double = ours.double else { return false }
-        return number.doubleValue == double || (number.doubleValue.isNaN && double.isNaN)
+        // Foundation reads a long integer as an NSDecimalNumber, whose Double may be an ulp or two from the
+        // correctly rounded one JSONValue gives (found by this target: an 88-digit integer).
+        return number.doubleValue == double
+            || abs(number.doubleValue - double) <= max(abs(number.doubleValue), abs(double)) * 1e-14
     case .string(let value): return (theirs as? String) == value
     case .array(let elements):
         guard let array = theirs as? [Any], array.count == elements.count else { return false }
