@@ -15,7 +15,7 @@
 //        \  |     |                               |
 //         AuthCore (pure rules: no I/O, no clock of its own)
 //
-//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h)
+//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h)
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
 //   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
@@ -61,6 +61,7 @@ let package = Package(
         // MARK: glibc headers the Glibc module leaves out
 
         .systemLibrary(name: "CTimerFD"),
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(name: "CEpoll"),
 
         // MARK: The product's own modules
@@ -97,6 +98,7 @@ let package = Package(
                 "AuthStore",
                 "AuthTransport",
                 "CTimerFD",
+                "CMalloc",
                 "Systemd",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -2,6 +2,7 @@ import AuthCore
 import AuthProtocol
 import AuthStore
 import AuthTransport
+import CMalloc
 import Dispatch
 import Logging
 import Systemd
@@ -75,7 +76,7 @@ public struct Daemon: Sendable {
         self.configurationDirectory = configurationDirectory
         self.notifier = notifier
         self.logger = logger
-        let records: [TokenRecord]
+        var records: [TokenRecord]
         do {
             if mode == .user { try Self.createMissingParents(of: paths.stateDirectory) }
             var credentials = environment
@@ -116,9 +117,14 @@ public struct Daemon: Sendable {
         }
         service = AuthService(
             store: store, records: records, flushTimeout: flushTimeout, timer: timer, logger: logger)
+        let groupCount = records.count
+        records = []
+        // Reading the records left free memory in the arenas of the threads that read them (about 15 MiB with
+        // 100,000 groups); give it back.
+        malloc_trim(0)
         logger.info(
             "Token store ready",
-            metadata: ["authd.groups": "\(records.count)", "authd.state_directory": "\(paths.stateDirectory)"]
+            metadata: ["authd.groups": "\(groupCount)", "authd.state_directory": "\(paths.stateDirectory)"]
         )
     }
 
