@@ -119,14 +119,15 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         case .subscribe:
             guard call.more else { throw VarlinkError.expectedMore }
             let group = try permitted(call.parameters(GroupParameters.self).group, caller)
-            // Streams until the connection is gone (a send throws) or the service drops a slow subscriber.
-            guard let events = await service.subscribe(group, pid: caller.pid) else {
+            // The service hands each event straight to the connection; this call only waits for the end: the
+            // connection is gone, or the service dropped a subscriber that fell too far behind.
+            let sink = ConnectionEventSink(replies: replies, encoded: eventReplies)
+            guard let subscription = await service.subscribe(group, pid: caller.pid, sink: sink) else {
                 throw VarlinkError.tooManySubscribers(group: group.name)
             }
-            for await event in events {
-                try replies.send(eventReplies.reply(for: event))
-            }
-            // The service dropped the subscription (it fell too far behind, or the daemon stops): end the call.
+            let ending = await sink.end()
+            await service.unsubscribe(group, subscription: subscription)
+            guard ending == .dropped else { return }
             throw VarlinkError.subscriptionDropped(group: group.name)
 
         case .acknowledgeFlush:
