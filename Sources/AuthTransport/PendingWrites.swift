@@ -34,12 +34,30 @@ final class PendingWrites: Sendable {
             return queue
         }
         var flushed = Set<ObjectIdentifier>()
+        // An event fanned out is one array handed over for many connections: copied into one buffer they share.
+        var shared: (message: [UInt8], buffer: ByteBuffer)?
         for write in writes {
             write.activity.writeDone()
-            write.channel.write(ByteBuffer(bytes: write.message), promise: nil)
+            let buffer: ByteBuffer
+            if let last = shared, Self.sameStorage(last.message, write.message) {
+                buffer = last.buffer
+            } else {
+                buffer = ByteBuffer(bytes: write.message)
+                shared = (write.message, buffer)
+            }
+            write.channel.write(buffer, promise: nil)
         }
         for write in writes where flushed.insert(ObjectIdentifier(write.channel)).inserted {
             write.channel.flush()
         }
+    }
+
+    /// Whether two arrays are one and the same storage (so the same bytes): the first keeps it alive, so its
+    /// address cannot belong to another array meanwhile.
+    private static func sameStorage(_ first: [UInt8], _ second: [UInt8]) -> Bool {
+        first.count == second.count
+            && first.withUnsafeBufferPointer { a in
+                second.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress }
+            }
     }
 }
