@@ -2,9 +2,9 @@ import AuthProtocol
 
 /// Handles the calls that arrive on a connection, one after another, in order.
 public protocol VarlinkCallHandler: Sendable {
-    /// Handles one call: sends no reply (`oneway`), one, or several (`more`) through `send`, which takes one
-    /// framed message and throws once the connection is gone.
-    func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async
+    /// Handles one call: sends no reply (`oneway`), one, or several (`more`) through `replies`, which may be
+    /// kept and used from elsewhere until the call returns.
+    func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async
 
     /// The whole reply to `call` when it can be given at once without waiting (a read of state held in
     /// memory), or nil to have the call go through ``handle(_:from:send:)``. Called on the connection's event
@@ -15,10 +15,12 @@ public protocol VarlinkCallHandler: Sendable {
 
 extension VarlinkCallHandler {
     public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? { nil }
-}
 
-/// Sends one framed Varlink message (JSON and its NUL) to the caller.
-public typealias VarlinkSend = @Sendable ([UInt8]) async throws -> Void
+    /// Handles one call whose replies go to `send`, each a framed message.
+    public func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async {
+        await handle(call, from: peer, replies: VarlinkReplies(send: send))
+    }
+}
 
 /// Answers `org.varlink.service` (GetInfo, GetInterfaceDescription) for the interfaces it serves, refuses
 /// unknown interfaces and `upgrade`, and passes every other call on to the interface's handler.
@@ -46,20 +48,20 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         )
     }
 
-    public func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async {
-        let reply: VarlinkSend = call.oneway ? { @Sendable _ in } : send
+    public func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+        let reply = call.oneway ? VarlinkReplies.discarded : replies
         do {
             guard !call.upgrade else { throw VarlinkError.methodNotImplemented(call.method) }
             guard let interface = call.interface else { throw VarlinkError.interfaceNotFound(call.method) }
             if interface == VarlinkService.name {
-                try await serviceCall(call, reply)
+                try serviceCall(call, reply)
             } else if let served = interfaces[interface] {
-                await served.handler.handle(call, from: peer, send: send)
+                await served.handler.handle(call, from: peer, replies: replies)
             } else {
                 throw VarlinkError.interfaceNotFound(interface)
             }
         } catch let error as VarlinkError {
-            try? await reply(VarlinkReplyEncoder.error(error))
+            try? reply.send(VarlinkReplyEncoder.error(error))
         } catch {
             // The connection is gone.
         }
@@ -70,16 +72,16 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         return interfaces[interface]?.handler.answerImmediately(call, from: peer)
     }
 
-    private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkSend) async throws {
+    private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkReplies) throws {
         switch call.method {
         case "org.varlink.service.GetInfo":
-            try await reply(VarlinkReplyEncoder.reply(info))
+            try reply.send(VarlinkReplyEncoder.reply(info))
         case "org.varlink.service.GetInterfaceDescription":
             let name = try call.parameters(VarlinkService.DescriptionParameters.self).interface
             let description =
                 name == VarlinkService.name ? VarlinkService.description : interfaces[name]?.description
             guard let description else { throw VarlinkError.interfaceNotFound(name) }
-            try await reply(VarlinkReplyEncoder.reply(VarlinkService.DescriptionResult(description: description)))
+            try reply.send(VarlinkReplyEncoder.reply(VarlinkService.DescriptionResult(description: description)))
         default:
             throw VarlinkError.methodNotFound(call.method)
         }

@@ -14,6 +14,8 @@ final class ConnectionActivity: Sendable {
     func finished() { inFlight.subtract(1, ordering: .releasing) }
     func writeQueued() { queuedWrites.add(1, ordering: .relaxed) }
     func writeDone() { queuedWrites.subtract(1, ordering: .releasing) }
+    /// The replies handed to the event loop and not yet written.
+    var queuedWriteCount: Int { queuedWrites.load(ordering: .relaxed) }
     var isIdle: Bool {
         inFlight.load(ordering: .acquiring) == 0 && queuedWrites.load(ordering: .acquiring) == 0
     }

@@ -44,6 +44,8 @@ public final class VarlinkServer: Sendable {
     private let handler: any VarlinkCallHandler
     private let logger: Logger
     private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+    /// Each event loop's queue of replies to write, made when the loop's first connection is accepted.
+    private let pendingWrites = Mutex<[ObjectIdentifier: PendingWrites]>([:])
 
     public init(configuration: Configuration, handler: any VarlinkCallHandler, logger: Logger) {
         self.configuration = configuration
@@ -122,6 +124,8 @@ public final class VarlinkServer: Sendable {
             let peer = PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
             let (messages, continuation) = AsyncStream.makeStream(of: VarlinkCall?.self)
             let activity = ConnectionActivity()
+            let replies = VarlinkReplies(
+                channel: channel, activity: activity, writes: pendingWrites(on: channel.eventLoop))
             let connection = VarlinkConnectionHandler(
                 maximumMessageSize: configuration.maximumMessageSize,
                 peer: peer,
@@ -131,12 +135,23 @@ public final class VarlinkServer: Sendable {
                 logger: logger
             )
             let calls = Task { [handler] in
-                await Self.serve(messages, from: peer, on: channel, activity: activity, handler: handler)
+                await Self.serve(
+                    messages, from: peer, on: channel, activity: activity, replies: replies, handler: handler)
             }
             channel.closeFuture.whenComplete { _ in calls.cancel() }
             let idleNanoseconds = Int64(configuration.idleTimeout / .nanoseconds(1))
             let idle = IdleStateHandler(allTimeout: TimeAmount.nanoseconds(idleNanoseconds))
             return channel.pipeline.addHandlers([idle, connection])
+        }
+    }
+
+    /// The queue of replies to write on `loop`, shared by all of the loop's connections.
+    private func pendingWrites(on loop: any EventLoop) -> PendingWrites {
+        pendingWrites.withLock { queues in
+            if let queue = queues[ObjectIdentifier(loop)] { return queue }
+            let queue = PendingWrites(loop: loop)
+            queues[ObjectIdentifier(loop)] = queue
+            return queue
         }
     }
 
@@ -146,29 +161,22 @@ public final class VarlinkServer: Sendable {
         from peer: PeerCredentials,
         on channel: any Channel,
         activity: ConnectionActivity,
+        replies: VarlinkReplies,
         handler: any VarlinkCallHandler
     ) async {
         // Each reply is handed to the event loop without waiting, neither for the loop to take it nor for the
         // peer to read it: the unsent bytes count against the high-water mark, and a peer that stops reading is
-        // closed (see VarlinkConnectionHandler) instead of stalling the call forever. The loop runs what it is
-        // handed in order; `activity` counts the replies not yet written, so a reply the loop gives at once
-        // (VarlinkCallHandler.answerImmediately) never overtakes one handed over here.
-        let send: VarlinkSend = { bytes in
-            guard channel.isActive else { throw ChannelError.ioOnClosedChannel }
-            activity.writeQueued()
-            channel.eventLoop.execute {
-                activity.writeDone()
-                channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
-            }
-        }
+        // closed (see VarlinkConnectionHandler) instead of stalling the call forever. The loop writes what it is
+        // handed in order; the connection's activity counts the replies not yet written, so a reply the loop
+        // gives at once (VarlinkCallHandler.answerImmediately) never overtakes one handed over here.
         for await call in messages {
             defer { activity.finished() }
             guard let call else {
                 // The framing is intact, so the connection can go on.
-                try? await send(VarlinkReplyEncoder.error(.invalidParameter("method")))
+                try? replies.send(VarlinkReplyEncoder.error(.invalidParameter("method")))
                 continue
             }
-            await handler.handle(call, from: peer, send: send)
+            await handler.handle(call, from: peer, replies: replies)
         }
         // No more calls will come (the peer shut down its side): close once the replies are written.
         try? await channel.writeAndFlush(ByteBuffer()).get()

@@ -16,19 +16,19 @@ struct VarlinkServerTests {
         struct PeerReply: Codable, Sendable { var pid: Int32, uid: UInt32, gid: UInt32 }
         struct Blob: Codable, Sendable { var data: String }
 
-        func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async {
+        func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
             switch call.method {
             case "test.Peer":
-                try? await send(VarlinkReplyEncoder.reply(PeerReply(pid: peer.pid, uid: peer.uid, gid: peer.gid)))
+                try? replies.send(VarlinkReplyEncoder.reply(PeerReply(pid: peer.pid, uid: peer.uid, gid: peer.gid)))
             case "test.Flood":
                 let blob = Blob(data: String(repeating: "x", count: 64 * 1024))
-                while (try? await send(VarlinkReplyEncoder.reply(blob, continues: true))) != nil {}
+                while (try? replies.send(VarlinkReplyEncoder.reply(blob, continues: true))) != nil {}
                 floodEnded.increment()
             case "test.Hold":
                 try? await Task.sleep(for: .milliseconds(600))
-                try? await send(VarlinkReplyEncoder.reply(Blob(data: "held")))
+                try? replies.send(VarlinkReplyEncoder.reply(Blob(data: "held")))
             default:
-                try? await send(VarlinkReplyEncoder.error(.methodNotFound(call.method)))
+                try? replies.send(VarlinkReplyEncoder.error(.methodNotFound(call.method)))
             }
         }
     }

@@ -209,4 +209,39 @@ struct AuthCallDispatcherTests {
         #expect(received.first?.contains(#""kind":"tokenRefreshed""#) == true)
         #expect(!received.joined().contains(token))
     }
+
+    @Test func aSubscribeCallEndedByItsConnectionClosingIsForgottenAndCountsAsFlushed() async throws {
+        let directory = try TemporaryDirectory(prefix: "authd-dispatch")
+        defer { directory.remove() }
+        let store = try TokenStore(
+            directory: directory.appending("state"),
+            key: StoreKey(material: Array(repeating: 5, count: 32)),
+            logger: Logger(label: "test")
+        )
+        // The subscription's end must finish the flush, before its timeout (which logs a warning) does.
+        let logs = LogCapture()
+        let service = AuthService(store: store, records: [], flushTimeout: .seconds(10), logger: logs.logger())
+        let dispatcher = AuthCallDispatcher(
+            service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
+        let frames = Locked<[String]>([])
+        let subscription = Task {
+            await dispatcher.handle(
+                try VarlinkCall(
+                    decoding: Array(
+                        #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)),
+                from: Caller(pid: 7, uid: 0, gid: 0)
+            ) { frame in frames.withLock { $0.append(String(decoding: frame.dropLast(), as: UTF8.self)) } }
+        }
+        while await service.summaries().first?.subscribers != 1 { try await Task.sleep(for: .milliseconds(5)) }
+        let clearing = Task { try await service.clear(try AppGroup("shop"), cause: .anonymize) }
+        while frames.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+
+        subscription.cancel()  // what the transport does when the connection closes
+        try await subscription.value
+        try await clearing.value
+        #expect(!logs.entries.contains { $0.message.contains("without every app's flush acknowledgement") })
+        #expect(await service.summaries().first?.subscribers == 0)
+        let received = frames.withLock { $0 }
+        #expect(received.count == 1 && received.first?.contains(#""kind":"flushRequested""#) == true)
+    }
 }

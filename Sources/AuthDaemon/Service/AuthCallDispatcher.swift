@@ -5,11 +5,8 @@ import Logging
 
 /// Turns `com.exponea.Auth` calls into the service's operations: validates parameters and group names,
 /// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
-/// transport hands it each call with the caller's credentials and a function that sends one framed reply.
+/// transport hands it each call with the caller's credentials and the connection's replies.
 public struct AuthCallDispatcher: VarlinkCallHandler {
-    /// Sends one framed reply; throws when the connection is gone.
-    public typealias Send = VarlinkSend
-
     /// Bounds on what a caller may pass.
     public enum Limits {
         /// Customer id keys per identity.
@@ -31,15 +28,15 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// Handles one call of the `com.exponea.Auth` interface. A `oneway` call runs and sends nothing.
-    public func handle(_ call: VarlinkCall, from caller: Caller, send: @escaping Send) async {
-        let reply: Send = call.oneway ? { @Sendable _ in } : send
+    public func handle(_ call: VarlinkCall, from caller: Caller, replies: VarlinkReplies) async {
+        let reply = call.oneway ? VarlinkReplies.discarded : replies
         do {
             guard let method = AuthInterface.Method(qualifiedName: call.method) else {
                 throw VarlinkError.methodNotFound(call.method)
             }
             try await run(method, call, caller, reply)
         } catch let error as VarlinkError {
-            try? await reply(VarlinkReplyEncoder.error(error))
+            try? reply.send(VarlinkReplyEncoder.error(error))
         } catch {
             // The connection is gone (a send failed): nothing to answer.
             logger.debug(
@@ -47,7 +44,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         }
     }
 
-    private func run(_ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ send: Send) async throws {
+    private func run(
+        _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ replies: VarlinkReplies
+    ) async throws {
         switch method {
         case .setToken:
             let parameters = try call.parameters(SetTokenParameters.self)
@@ -55,15 +54,15 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let (generation, jwt) = try await mapped { () async throws(AuthServiceError) in
                 try await service.setToken(parameters.token.value, for: group)
             }
-            try await send(
+            try replies.send(
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 
         case .getToken:
-            try await send(getToken(call, caller))
+            try replies.send(getToken(call, caller))
 
         case .preflight:
             let group = try permitted(call.stringParameter("group"), caller)
-            try await send(VarlinkReplyEncoder.reply(await service.preflight(group)))
+            try replies.send(VarlinkReplyEncoder.reply(await service.preflight(group)))
 
         case .reportAuthFailure:
             let parameters = try call.parameters(ReportAuthFailureParameters.self)
@@ -75,7 +74,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 sentGeneration: parameters.generation,
                 serverSaysExpired: parameters.tokenExpired ?? false
             )
-            try await send(VarlinkReplyEncoder.reply(ReportAuthFailureResult(decision)))
+            try replies.send(VarlinkReplyEncoder.reply(ReportAuthFailureResult(decision)))
 
         case .waitForToken:
             let parameters = try call.parameters(WaitForTokenParameters.self)
@@ -89,7 +88,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 timeout: .milliseconds(parameters.timeoutMs)
             )
             let result = WaitForTokenResult(token: token.map { CompactToken($0.compact) }, generation: generation)
-            try await send(VarlinkReplyEncoder.reply(result))
+            try replies.send(VarlinkReplyEncoder.reply(result))
 
         case .identifyCustomer:
             let parameters = try call.parameters(IdentifyCustomerParameters.self)
@@ -104,7 +103,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let generation = try await mapped { () async throws(AuthServiceError) in
                 try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
             }
-            try await send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
+            try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
         case .anonymize, .stopIntegration, .clearLocalCustomerData:
             let group = try permitted(call.stringParameter("group"), caller)
@@ -115,39 +114,40 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 default: .clearLocalCustomerData
                 }
             try await mapped { () async throws(AuthServiceError) in try await service.clear(group, cause: cause) }
-            try await send(VarlinkReplyEncoder.reply(EmptyPayload()))
+            try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .subscribe:
             guard call.more else { throw VarlinkError.expectedMore }
             let group = try permitted(call.stringParameter("group"), caller)
-            // Streams until the connection is gone (a send throws) or the service drops a slow subscriber.
-            guard let events = await service.subscribe(group, pid: caller.pid) else {
+            // The service hands each event straight to the connection; this call only waits for the end: the
+            // connection is gone, or the service dropped a subscriber that fell too far behind.
+            let sink = ConnectionEventSink(replies: replies, encoded: eventReplies)
+            guard let subscription = await service.subscribe(group, pid: caller.pid, sink: sink) else {
                 throw VarlinkError.tooManySubscribers(group: group.name)
             }
-            for await event in events {
-                try await send(eventReplies.reply(for: event))
-            }
-            // The service dropped the subscription (it fell too far behind, or the daemon stops): end the call.
+            let ending = await sink.end()
+            await service.unsubscribe(group, subscription: subscription)
+            guard ending == .dropped else { return }
             throw VarlinkError.subscriptionDropped(group: group.name)
 
         case .acknowledgeFlush:
             let parameters = try call.parameters(AcknowledgeFlushParameters.self)
             let group = try permitted(parameters.group, caller)
             await service.acknowledgeFlush(group, flushId: parameters.flushId)
-            try await send(VarlinkReplyEncoder.reply(EmptyPayload()))
+            try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .claimRefresh:
             let parameters = try call.parameters(ClaimRefreshParameters.self)
             let group = try permitted(parameters.group, caller)
             let granted = await service.claimRefresh(group, generation: parameters.generation)
-            try await send(VarlinkReplyEncoder.reply(ClaimRefreshResult(granted: granted)))
+            try replies.send(VarlinkReplyEncoder.reply(ClaimRefreshResult(granted: granted)))
 
         case .listGroups:
             _ = try call.parameters(EmptyPayload.self)
             let visible = await service.summaries().filter { summary in
                 (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
             }
-            try await send(VarlinkReplyEncoder.reply(ListGroupsResult(groups: visible)))
+            try replies.send(VarlinkReplyEncoder.reply(ListGroupsResult(groups: visible)))
         }
     }
 

@@ -250,14 +250,15 @@ public actor AuthService {
                     waitingFor: flushIds,
                     done: [continuation]
                 )
-                for (flushId, subscriber) in flushIds {
+                for (flushId, id) in flushIds {
+                    guard let subscriber = subscribers[id] else { continue }
                     let request = AuthEvent(
                         kind: .flushRequested,
                         group: group.name,
                         generation: generation(of: group),
                         flushId: flushId
                     )
-                    _ = subscribers[subscriber]?.continuation.yield(request)
+                    deliver(request, to: subscriber, id, of: group)
                 }
                 Task { [weak self, flushTimeout] in
                     try? await Task.sleep(for: flushTimeout)
@@ -302,21 +303,40 @@ public actor AuthService {
     /// ``maximumSubscribersPerGroup`` subscriptions. The stream ends when the subscriber falls more than
     /// ``subscriberBuffer`` events behind, or is cancelled.
     public func subscribe(_ group: AppGroup, pid: Int32) -> AsyncStream<AuthEvent>? {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: AuthEvent.self,
+            bufferingPolicy: .bufferingOldest(Self.subscriberBuffer)
+        )
+        guard let id = subscribe(group, pid: pid, sink: StreamEventSink(continuation: continuation)) else {
+            return nil
+        }
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.unsubscribe(group, subscription: id) }
+        }
+        return stream
+    }
+
+    /// Hands the group's events from now on to `sink`, for the process `pid`, until ``unsubscribe(_:subscription:)``
+    /// or the sink says its subscriber is gone or too far behind.
+    ///
+    /// - Returns: The subscription's id, or nil when the group already has ``maximumSubscribersPerGroup``.
+    func subscribe(_ group: AppGroup, pid: Int32, sink: some AuthEventSink) -> UInt64? {
         guard (groups[group]?.subscribers.count ?? 0) < maximumSubscribersPerGroup else {
             logger.warning("Refusing a subscription: the group has too many", metadata: ["authd.group": "\(group)"])
             return nil
         }
         let id = makeID()
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: AuthEvent.self,
-            bufferingPolicy: .bufferingOldest(Self.subscriberBuffer)
-        )
-        groups[group, default: GroupState()].subscribers[id] = GroupState.Subscriber(
-            pid: pid, continuation: continuation)
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.unsubscribe(group, id) }
+        groups[group, default: GroupState()].subscribers[id] = GroupState.Subscriber(pid: pid, sink: sink)
+        return id
+    }
+
+    /// Forgets a subscription; a flush waiting for its acknowledgement no longer does.
+    func unsubscribe(_ group: AppGroup, subscription id: UInt64) {
+        guard groups[group]?.subscribers.removeValue(forKey: id) != nil else { return }
+        // An app that is gone will not acknowledge its flush.
+        if let flushId = groups[group]?.pendingFlush?.waitingFor.first(where: { $0.value == id })?.key {
+            acknowledgeFlush(group, flushId: flushId)
         }
-        return stream
     }
 
     /// Every group's events, for the D-Bus announcer.
@@ -418,23 +438,25 @@ public actor AuthService {
 
     private func send(_ event: AuthEvent, to group: AppGroup) {
         for (id, subscriber) in groups[group]?.subscribers ?? [:] {
-            if case .dropped = subscriber.continuation.yield(event) {
-                logger.warning(
-                    "Dropping a subscriber that does not read its events",
-                    metadata: ["authd.group": "\(group)", "authd.pid": "\(subscriber.pid)"]
-                )
-                subscriber.continuation.finish()
-                unsubscribe(group, id)
-            }
+            deliver(event, to: subscriber, id, of: group)
         }
         for observer in observers.values { observer.yield(event) }
     }
 
-    private func unsubscribe(_ group: AppGroup, _ id: UInt64) {
-        guard groups[group]?.subscribers.removeValue(forKey: id) != nil else { return }
-        // An app that is gone will not acknowledge its flush.
-        if let flushId = groups[group]?.pendingFlush?.waitingFor.first(where: { $0.value == id })?.key {
-            acknowledgeFlush(group, flushId: flushId)
+    /// Hands `event` to one subscriber; drops the subscriber when it is too far behind, forgets it when gone.
+    private func deliver(_ event: AuthEvent, to subscriber: GroupState.Subscriber, _ id: UInt64, of group: AppGroup) {
+        switch subscriber.sink.deliver(event) {
+        case .delivered:
+            break
+        case .overflowed:
+            logger.warning(
+                "Dropping a subscriber that does not read its events",
+                metadata: ["authd.group": "\(group)", "authd.pid": "\(subscriber.pid)"]
+            )
+            subscriber.sink.dropped()
+            unsubscribe(group, subscription: id)
+        case .gone:
+            unsubscribe(group, subscription: id)
         }
     }
 

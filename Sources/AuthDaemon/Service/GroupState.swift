@@ -87,7 +87,8 @@ struct GroupState {
     struct Subscriber {
         /// The process that subscribed, for the log.
         var pid: Int32
-        var continuation: AsyncStream<AuthEvent>.Continuation
+        /// Where its events go.
+        var sink: any AuthEventSink
     }
 
     struct JwtErrorKey: Hashable {

@@ -1,0 +1,39 @@
+import AuthProtocol
+
+/// Where one subscription's events go. The service hands each event over on its actor, in order, and waits for
+/// nothing: a sink passes the event on at once (to a connection's event loop, to a stream's buffer).
+protocol AuthEventSink: Sendable {
+    /// Passes `event` on, unless the subscriber is gone or has ``AuthService/subscriberBuffer`` events it has
+    /// not taken yet.
+    func deliver(_ event: AuthEvent) -> AuthEventDelivery
+
+    /// The service dropped the subscription for falling behind: no event comes any more.
+    func dropped()
+}
+
+/// What became of an event handed to a subscription's sink.
+enum AuthEventDelivery: Sendable {
+    /// Passed on.
+    case delivered
+    /// Not passed on: the subscriber has too many events it has not taken yet, and the service drops it.
+    case overflowed
+    /// Not passed on: the subscriber is gone, and the service forgets it.
+    case gone
+}
+
+/// A sink that buffers the events in an `AsyncStream` (at most ``AuthService/subscriberBuffer``), for a
+/// subscriber that reads them in a task of its own.
+struct StreamEventSink: AuthEventSink {
+    let continuation: AsyncStream<AuthEvent>.Continuation
+
+    func deliver(_ event: AuthEvent) -> AuthEventDelivery {
+        switch continuation.yield(event) {
+        case .enqueued: .delivered
+        case .dropped: .overflowed
+        case .terminated: .gone
+        @unknown default: .gone
+        }
+    }
+
+    func dropped() { continuation.finish() }
+}
