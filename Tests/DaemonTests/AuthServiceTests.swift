@@ -218,6 +218,45 @@ struct AuthServiceTests {
         #expect(record?.token == nil && record?.customerIds == ["registered": "dave"])
     }
 
+    /// Store writes run off the actor, so calls overlap them; one group's writes still happen one at a time.
+    @Test func concurrentWritesOfOneGroupTakeOneGenerationEachAndTheLastIsStored() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        let tokens = (0..<40).map { fixture.token(expiringIn: 3600 + Double($0)) }
+        _ = try await service.identifyCustomer(fixture.shop, customerIds: ["registered": "gina"], token: nil)
+        let generations = try await withThrowingTaskGroup(of: (UInt64, String).self) { group in
+            for token in tokens {
+                group.addTask { (try await service.setToken(token, for: fixture.shop).0, token) }
+            }
+            return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        #expect(generations.keys.sorted() == Array(2...41))
+        let record = try #require(try fixture.store.load(fixture.shop))
+        #expect(record.generation == 41 && record.token?.compact == generations[41])
+        #expect(record.customerIds == ["registered": "gina"])  // each set kept the identity
+        #expect(service.token(for: fixture.shop).token?.compact == generations[41])
+    }
+
+    @Test func writesOfManyGroupsAllLand() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        let groups = try (0..<32).map { try AppGroup("group-\($0)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for name in groups {
+                group.addTask {
+                    for round in 0..<5 {
+                        _ = try await service.setToken(fixture.token(expiringIn: 60 + Double(round)), for: name)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for name in groups {
+            #expect(try fixture.store.load(name)?.generation == 5)
+            #expect(service.token(for: name).generation == 5)
+        }
+    }
+
     @Test func onlyOneOfManyConcurrentClaimsIsGrantedUntilTheLeaseLapses() async throws {
         let fixture = try Fixture()
         let service = fixture.service

@@ -120,15 +120,14 @@ public actor AuthService {
 
     /// Stores `token` for `group` and sends `tokenRefreshed` to its apps, even when the token has already
     /// expired (R4, R6).
-    public func setToken(_ token: String, for group: AppGroup) throws(AuthServiceError) -> (UInt64, StreamJWT) {
+    public func setToken(_ token: String, for group: AppGroup) async throws(AuthServiceError) -> (UInt64, StreamJWT) {
         let jwt: StreamJWT
         do {
             jwt = try StreamJWT(parsing: token)
         } catch {
             throw .malformedToken(error)
         }
-        let state = groups[group] ?? GroupState()
-        let generation = try commit(group, token: jwt, customerIds: state.customerIds)
+        let generation = try await commit(group, token: jwt, customerIds: nil)
         return (generation, jwt)
     }
 
@@ -201,7 +200,7 @@ public actor AuthService {
 
     /// Stores the customer ids, and the token when given; without a token the stored one is cleared (R7).
     public func identifyCustomer(_ group: AppGroup, customerIds: [String: String], token: String?)
-        throws(AuthServiceError) -> UInt64
+        async throws(AuthServiceError) -> UInt64
     {
         var jwt: StreamJWT?
         if let token {
@@ -211,7 +210,7 @@ public actor AuthService {
                 throw .malformedToken(error)
             }
         }
-        return try commit(group, token: jwt, customerIds: customerIds)
+        return try await commit(group, token: jwt, customerIds: customerIds)
     }
 
     /// Grants the group's refresh of `generation` to the first caller, for ``refreshLease`` seconds (R28). A
@@ -266,8 +265,14 @@ public actor AuthService {
                 }
             }
         }
+        try await writingAlone(group) { () async throws(AuthServiceError) in
+            try await removeRecord(group, cause: cause)
+        }
+    }
+
+    private func removeRecord(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) {
         do {
-            try store.remove(group)
+            try await offActor { [store] () throws(TokenStoreError) in try store.remove(group) }
         } catch {
             throw .storeFailure(error)
         }
@@ -371,10 +376,22 @@ public actor AuthService {
 
     // MARK: Internals
 
-    private func commit(_ group: AppGroup, token: StreamJWT?, customerIds: [String: String]) throws(AuthServiceError)
-        -> UInt64
+    /// Stores the group's new token and identity (nil keeps the identity), then changes the group in memory and
+    /// tells its apps. The write runs off the actor, alone among the group's writes; other groups' writes, and
+    /// every other call, go on meanwhile.
+    private func commit(_ group: AppGroup, token: StreamJWT?, customerIds: [String: String]?)
+        async throws(AuthServiceError) -> UInt64
+    {
+        try await writingAlone(group) { () async throws(AuthServiceError) in
+            try await writeRecord(group, token: token, customerIds: customerIds)
+        }
+    }
+
+    private func writeRecord(_ group: AppGroup, token: StreamJWT?, customerIds: [String: String]?)
+        async throws(AuthServiceError) -> UInt64
     {
         var state = groups[group] ?? GroupState()
+        let customerIds = customerIds ?? state.customerIds
         let record = TokenRecord(
             group: group,
             token: token,
@@ -383,11 +400,13 @@ public actor AuthService {
             changedAt: now()
         )
         do {
-            try store.save(record)
+            try await offActor { [store] () throws(TokenStoreError) in try store.save(record) }
         } catch {
             logger.error("Cannot store the token", metadata: ["authd.group": "\(group)", "authd.error": "\(error)"])
             throw .storeFailure(error)
         }
+        // The actor may have run other calls during the write, but none wrote this group: read it again.
+        state = groups[group] ?? GroupState()
         state.token = token
         state.customerIds = customerIds
         state.generation = record.generation
@@ -409,6 +428,48 @@ public actor AuthService {
         deliver(expiry.set(group, expiresAt: token?.expiresAt, now: record.changedAt))
         return record.generation
     }
+
+    /// Runs `body`, which writes the group's record, once no other write of the group runs: one group's writes
+    /// happen one at a time, in the order they were asked for.
+    private func writingAlone<T>(_ group: AppGroup, _ body: () async throws(AuthServiceError) -> T)
+        async throws(AuthServiceError) -> T
+    {
+        if groups[group]?.writing == true {
+            // The write before hands its turn over: `writing` stays set.
+            await withCheckedContinuation { groups[group, default: GroupState()].waitingToWrite.append($0) }
+        } else {
+            groups[group, default: GroupState()].writing = true
+        }
+        defer {
+            if groups[group]?.waitingToWrite.isEmpty == false {
+                groups[group]?.waitingToWrite.removeFirst().resume()
+            } else {
+                groups[group]?.writing = false
+            }
+        }
+        return try await body()
+    }
+
+    /// Runs a blocking store operation (an fsync takes milliseconds on a real disk) on a thread of the store's
+    /// queue, so that the actor answers other calls meanwhile.
+    private nonisolated func offActor(_ work: @escaping @Sendable () throws(TokenStoreError) -> Void)
+        async throws(TokenStoreError)
+    {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<TokenStoreError?, Never>) in
+            Self.storeQueue.async {
+                do throws(TokenStoreError) {
+                    try work()
+                    continuation.resume(returning: nil)
+                } catch {
+                    continuation.resume(returning: error)
+                }
+            }
+        }
+        if let result { throw result }
+    }
+
+    /// Where store operations run: concurrent, so that writes of different groups overlap their fsyncs.
+    private static let storeQueue = DispatchQueue(label: "exponea-authd.store", attributes: .concurrent)
 
     private func sendJwtError(_ group: AppGroup, reason: JwtErrorReason) {
         var state = groups[group] ?? GroupState()

@@ -32,6 +32,8 @@ struct GroupState {
         var refreshLease: (generation: UInt64, until: Date)?
         var lastJwtError: [JwtErrorKey: Date] = [:]
         var pendingFlush: PendingFlush?
+        var writing = false
+        var waitingToWrite: [CheckedContinuation<Void, Never>] = []
     }
 
     /// The box ``activity`` lives in; copied before a change when shared, so `GroupState` keeps value semantics.
@@ -76,6 +78,17 @@ struct GroupState {
     var pendingFlush: PendingFlush? {
         get { inUse.pendingFlush }
         _modify { yield &inUse.pendingFlush }
+    }
+
+    /// A write of the group's record is running (see `AuthService.writingAlone`).
+    var writing: Bool {
+        get { inUse.writing }
+        _modify { yield &inUse.writing }
+    }
+    /// Writes of the group's record waiting for the one running, in order.
+    var waitingToWrite: [CheckedContinuation<Void, Never>] {
+        get { inUse.waitingToWrite }
+        _modify { yield &inUse.waitingToWrite }
     }
 
     /// The customer a jwtError's handler should fetch a token for: the identified customer, or, when none
