@@ -101,6 +101,7 @@ let package = Package(
                 "CMalloc",
                 "Systemd",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .target(

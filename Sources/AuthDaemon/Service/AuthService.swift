@@ -3,6 +3,7 @@ import AuthProtocol
 import AuthStore
 import Foundation
 import Logging
+import NIOPosix
 
 /// The app groups' tokens and what happens to them: the semantics of every `com.exponea.Auth` method,
 /// independent of the transport that carries the calls.
@@ -450,26 +451,35 @@ public actor AuthService {
         return try await body()
     }
 
-    /// Runs a blocking store operation (an fsync takes milliseconds on a real disk) on a thread of the store's
-    /// queue, so that the actor answers other calls meanwhile.
+    /// Runs a blocking store operation (an fsync takes milliseconds on a real disk) on one of the store's
+    /// threads, so that the actor answers other calls meanwhile.
     private nonisolated func offActor(_ work: @escaping @Sendable () throws(TokenStoreError) -> Void)
         async throws(TokenStoreError)
     {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<TokenStoreError?, Never>) in
-            Self.storeQueue.async {
+        let failure: TokenStoreError?
+        do {
+            failure = try await Self.storeThreads.runIfActive { () -> TokenStoreError? in
                 do throws(TokenStoreError) {
                     try work()
-                    continuation.resume(returning: nil)
+                    return nil
                 } catch {
-                    continuation.resume(returning: error)
+                    return error
                 }
             }
+        } catch {
+            // The pool is never shut down, so it is always active.
+            failure = TokenStoreError(code: .encodingFailed, message: "the store's threads are gone: \(error)")
         }
-        if let result { throw result }
+        if let failure { throw failure }
     }
 
-    /// Where store operations run: concurrent, so that writes of different groups overlap their fsyncs.
-    private static let storeQueue = DispatchQueue(label: "exponea-authd.store", attributes: .concurrent)
+    /// Where store operations run: a fixed set of threads, so that writes of different groups overlap their
+    /// fsyncs (the file system commits overlapping ones together) without a thread per waiting client.
+    private static let storeThreads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 8)
+        pool.start()
+        return pool
+    }()
 
     private func sendJwtError(_ group: AppGroup, reason: JwtErrorReason) {
         var state = groups[group] ?? GroupState()
