@@ -140,8 +140,12 @@ public final class VarlinkServer: Sendable {
             }
             channel.closeFuture.whenComplete { _ in calls.cancel() }
             let idleNanoseconds = Int64(configuration.idleTimeout / .nanoseconds(1))
-            let idle = IdleStateHandler(allTimeout: TimeAmount.nanoseconds(idleNanoseconds))
-            return channel.pipeline.addHandlers([idle, connection])
+            // On the channel's event loop (the credentials future completes there): the handlers are added
+            // synchronously, so IdleStateHandler, which is not Sendable, never crosses threads.
+            return channel.eventLoop.makeCompletedFuture {
+                let idle = IdleStateHandler(allTimeout: TimeAmount.nanoseconds(idleNanoseconds))
+                try channel.pipeline.syncOperations.addHandlers(idle, connection)
+            }
         }
     }
 
