@@ -8,8 +8,9 @@ import NIOPosix
 /// The app groups' tokens and what happens to them: the semantics of every `com.exponea.Auth` method,
 /// independent of the transport that carries the calls.
 ///
-/// One actor serialises all changes, so a group's store writes, generation, events and waiters always agree.
-/// Store writes happen before memory changes: a failed write leaves the group as it was.
+/// One actor holds every group's state, so a group's generation, events and waiters always agree. Store writes
+/// happen before memory changes (a failed write leaves the group as it was) and run off the actor: one group's
+/// writes one at a time, in order, other groups' writes and every other call meanwhile.
 public actor AuthService {
     /// How long a ClaimRefresh grant holds before another app may be granted the same generation (R28).
     public nonisolated let refreshLease: TimeInterval
