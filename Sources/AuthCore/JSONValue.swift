@@ -44,7 +44,8 @@ package enum JSONValue: Sendable, Equatable {
         return members[name]
     }
 
-    /// A number as a `Double` (which may be infinite for a huge literal); nil for anything else.
+    /// A number as a `Double` (the nearest one: parsing refused any literal beyond its range); nil for anything
+    /// else.
     package var double: Double? {
         guard case .number(let literal) = self else { return nil }
         return Double(literal)

@@ -41,24 +41,40 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     /// When the token expires (`exp`), kept beside the text because the expiry timers read it all the time.
     public let expiresAt: Date
 
-    /// The parsed header (parsed again from ``compact`` on each use: only the expiry is kept, so that a
+    /// The parsed header (decoded again from ``compact`` on each use: only the expiry is kept, so that a
     /// daemon holding 100,000 tokens holds little more than their text).
     public var header: Header {
-        // The token parsed when it was made, so it parses again.
-        (try? Self.parse(compact).header) ?? Header(algorithm: "", keyID: nil)
+        // The text passed these checks when the token was made; a stored token whose JSON no longer reads is
+        // shown with an empty algorithm rather than trapping.
+        guard let parts = try? Self.parts(of: compact), let bytes = Base64URL.decode(parts.header),
+            let header = try? Self.decodeHeader(bytes)
+        else { return Header(algorithm: "", keyID: nil) }
+        return header
     }
 
-    /// The parsed claims (parsed again from ``compact`` on each use, as ``header`` is).
+    /// The parsed claims (decoded again from ``compact`` on each use, as ``header`` is).
     public var claims: Claims {
-        (try? Self.parse(compact).claims) ?? Claims(expiresAt: expiresAt, customerIds: [:])
+        guard let parts = try? Self.parts(of: compact), let bytes = Base64URL.decode(parts.payload),
+            let claims = try? Self.decodeClaims(bytes)
+        else { return Claims(expiresAt: expiresAt, customerIds: [:]) }
+        return claims
     }
 
     /// Parses a compact JWT (`header.payload.signature`).
     ///
     /// - Throws: ``StreamJWTError`` naming the first thing that is wrong.
     public init(parsing token: String) throws(StreamJWTError) {
+        let parts = try Self.parts(of: token)
+        guard !parts.header.isEmpty, let headerBytes = Base64URL.decode(parts.header) else {
+            throw .invalidBase64URL(.header)
+        }
+        guard !parts.payload.isEmpty, let payloadBytes = Base64URL.decode(parts.payload) else {
+            throw .invalidBase64URL(.payload)
+        }
+        guard Base64URL.isValid(parts.signature) else { throw .invalidBase64URL(.signature) }
+        _ = try Self.decodeHeader(headerBytes)
         self.compact = token
-        self.expiresAt = try Self.parse(token).claims.expiresAt
+        self.expiresAt = try Self.decodeClaims(payloadBytes).expiresAt
     }
 
     /// A token read back from the daemon's own store, which parsed it when it was set, with the `exp` stored
@@ -67,38 +83,29 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``StreamJWTError`` when the text is no compact JWT.
     package init(stored token: String, expiresAt: Date) throws(StreamJWTError) {
-        let utf8 = token.utf8
-        guard !utf8.isEmpty else { throw .empty }
-        guard utf8.count <= Self.maximumLength else { throw .tooLong(length: utf8.count) }
-        let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .notThreeParts(found: parts.count) }
-        for (part, text) in zip([StreamJWTError.Part.header, .payload, .signature], parts) {
-            guard part == .signature || !text.isEmpty, Base64URL.isValid(text) else { throw .invalidBase64URL(part) }
-        }
+        let parts = try Self.parts(of: token)
+        guard !parts.header.isEmpty, Base64URL.isValid(parts.header) else { throw .invalidBase64URL(.header) }
+        guard !parts.payload.isEmpty, Base64URL.isValid(parts.payload) else { throw .invalidBase64URL(.payload) }
+        guard Base64URL.isValid(parts.signature) else { throw .invalidBase64URL(.signature) }
         self.compact = token
         self.expiresAt = expiresAt
     }
 
-    private static func parse(_ token: String) throws(StreamJWTError) -> (header: Header, claims: Claims) {
+    /// The three parts of `token`, split at the byte `.` as JWS does (RFC 7515 section 7.1), after the checks
+    /// of the whole text.
+    private static func parts(of token: String) throws(StreamJWTError) -> (
+        header: Substring.UTF8View, payload: Substring.UTF8View, signature: Substring.UTF8View
+    ) {
         let utf8 = token.utf8
         guard !utf8.isEmpty else { throw .empty }
         guard utf8.count <= Self.maximumLength else { throw .tooLong(length: utf8.count) }
         guard !token.hasPrefix("Bearer ") else { throw .bearerPrefix }
-
         let dots = utf8.indices.filter { utf8[$0] == UInt8(ascii: ".") }
         guard dots.count == 2 else { throw .notThreeParts(found: dots.count + 1) }
-        let parts = [
+        return (
             utf8[utf8.startIndex..<dots[0]], utf8[utf8.index(after: dots[0])..<dots[1]],
-            utf8[utf8.index(after: dots[1])...],
-        ]
-        guard !parts[0].isEmpty, let headerBytes = Base64URL.decode(parts[0]) else {
-            throw .invalidBase64URL(.header)
-        }
-        guard !parts[1].isEmpty, let payloadBytes = Base64URL.decode(parts[1]) else {
-            throw .invalidBase64URL(.payload)
-        }
-        guard Base64URL.isValid(parts[2]) else { throw .invalidBase64URL(.signature) }
-        return (try decodeHeader(headerBytes), try decodeClaims(payloadBytes))
+            utf8[utf8.index(after: dots[1])...]
+        )
     }
 
     /// The token's state at `now` (R17).
@@ -107,11 +114,10 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        let parsed = try? Self.parse(compact)
-        let keyID = parsed?.header.keyID.map { ", kid: \($0)" } ?? ""
+        let header = self.header
+        let keyID = header.keyID.map { ", kid: \($0)" } ?? ""
         let exp = Int64(expiresAt.timeIntervalSince1970.rounded(.down))
-        return "StreamJWT(alg: \(parsed?.header.algorithm ?? "?")\(keyID), exp: \(exp), "
-            + "ids: \(parsed?.claims.customerIds.count ?? 0) keys)"
+        return "StreamJWT(alg: \(header.algorithm)\(keyID), exp: \(exp), ids: \(claims.customerIds.count) keys)"
     }
 
     // MARK: Decoding

@@ -16,10 +16,12 @@ public struct ClaimsPayload: Codable, Hashable, Sendable {
     public var keyId: String?
 
     public init(_ jwt: StreamJWT) {
-        expiresAt = jwt.claims.expiresAt.timeIntervalSince1970
+        // Each of header and claims decodes its part of the token anew: read each once.
+        let header = jwt.header
+        expiresAt = jwt.expiresAt.timeIntervalSince1970
         customerIds = jwt.claims.customerIds
-        algorithm = jwt.header.algorithm
-        keyId = jwt.header.keyID
+        algorithm = header.algorithm
+        keyId = header.keyID
     }
 }
 

@@ -38,17 +38,17 @@ extension AuthCtl {
         }
 
         static func text(_ jwt: StreamJWT, now: Date) -> String {
-            let expiresAt = jwt.claims.expiresAt
+            let (header, customerIds, expiresAt) = (jwt.header, jwt.claims.customerIds, jwt.expiresAt)
             let left = expiresAt.timeIntervalSince(now)
             let relative = left > 0 ? "in \(duration(left))" : "\(duration(-left)) ago"
             var lines = [
-                "algorithm:    \(jwt.header.algorithm)",
-                "key id:       \(jwt.header.keyID ?? "(none)")",
+                "algorithm:    \(header.algorithm)",
+                "key id:       \(header.keyID ?? "(none)")",
                 "expires:      \(localTime(expiresAt)) (\(relative))",
                 "state:        \(jwt.state(at: now))",
-                "customer ids:" + (jwt.claims.customerIds.isEmpty ? " (none)" : ""),
+                "customer ids:" + (customerIds.isEmpty ? " (none)" : ""),
             ]
-            for (key, value) in jwt.claims.customerIds.sorted(by: { $0.key < $1.key }) {
+            for (key, value) in customerIds.sorted(by: { $0.key < $1.key }) {
                 lines.append("  \(key) = \(value)")
             }
             return lines.joined(separator: "\n")
@@ -63,11 +63,12 @@ extension AuthCtl {
                 var state: TokenState
                 var customerIds: [String: String]
             }
+            let header = jwt.header
             let output = Output(
-                algorithm: jwt.header.algorithm,
-                keyID: jwt.header.keyID,
-                expiresAt: jwt.claims.expiresAt.timeIntervalSince1970,
-                secondsLeft: jwt.claims.expiresAt.timeIntervalSince(now).rounded(.down),
+                algorithm: header.algorithm,
+                keyID: header.keyID,
+                expiresAt: jwt.expiresAt.timeIntervalSince1970,
+                secondsLeft: jwt.expiresAt.timeIntervalSince(now).rounded(.down),
                 state: jwt.state(at: now),
                 customerIds: jwt.claims.customerIds
             )
