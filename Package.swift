@@ -1,4 +1,5 @@
 // swift-tools-version:6.1
+// SPDX-License-Identifier: Apache-2.0
 //
 // exponea-authd: one Bloomreach stream JWT per app group, held by a systemd service for every app of the
 // group on a Linux device.

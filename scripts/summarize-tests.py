@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Prints one closing line, 'N passed, N failed[, N skipped]', for a `swift test` log of both XCTest and
 Swift Testing (each framework prints its own summary; this adds them up)."""
 import re

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The name of an app group: the apps that share one customer identity and one stream JWT.
 ///
 /// A name is 1 to 128 bytes of `A-Z a-z 0-9 . _ -`, and does not start with a dot, so it is always a safe,

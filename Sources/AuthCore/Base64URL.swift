@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Strict base64url without padding (RFC 4648 section 5, as JWS compact serialisation uses it).
 enum Base64URL {
     /// Decodes `text`, or returns nil when it has a byte outside `A-Z a-z 0-9 - _`, padding, or an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A JSON value (RFC 8259), parsed strictly from UTF-8 bytes in one pass.
 ///
 /// The daemon reads small JSON documents on its hot paths: a token's header and payload (two per token, on every

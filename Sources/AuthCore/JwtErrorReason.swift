@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Why the integrator's JWT error handler is called (R11).
 ///
 /// The spellings are the SDK's. Values that a newer daemon or SDK may add decode as ``unknown(_:)`` instead of

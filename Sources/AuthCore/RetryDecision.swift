@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// What to do after a stream request failed with an HTTP error (R19-R21).
 public struct RetryDecision: Hashable, Sendable, CustomStringConvertible {
     /// Whether the request is retried once (after waiting ~1 s for a new token, or at once when the token was

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Why a string is not a usable stream JWT (R1, R2).
 ///
 /// Each case names what is wrong and never repeats the token. ``code`` is a stable spelling for the wire.

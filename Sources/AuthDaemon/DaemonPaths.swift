@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Whether the daemon serves the whole system or one user's session.
 public enum DaemonMode: String, Sendable, CaseIterable {
     /// One instance for the machine, started by the system manager; access is configured per app group.

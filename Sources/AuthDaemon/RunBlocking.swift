@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Dispatch
 
 /// Runs `body` on the concurrency pool and waits for its result on the calling thread: the bridge from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import AuthCore
 
 /// Something that happened to an app group, streamed to its apps by Subscribe.

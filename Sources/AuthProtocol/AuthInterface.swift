@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The `com.exponea.Auth` Varlink interface: its name, methods and description.
 public enum AuthInterface {
     /// The interface name.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import AuthCore
 
 // The parameters and results of com.exponea.Auth's methods, as com.exponea.Auth.varlink declares them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A compact JWT on the wire: encodes as a plain JSON string, but never shows itself in `description`,
 /// `dump` or string interpolation, so a message that carries one is safe to log.
 public struct CompactToken: Codable, Hashable, Sendable, CustomStringConvertible, CustomReflectable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// An error reply, with its Varlink name and parameters.
 ///
 /// The `org.varlink.service` errors are Varlink's own; the `com.exponea.Auth` ones are declared in the

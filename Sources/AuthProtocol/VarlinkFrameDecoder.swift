@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Splits a Varlink byte stream into messages: each is one JSON object ended by a NUL byte.
 ///
 /// Bounded: a message longer than ``maximumMessageSize`` is an error as soon as that many bytes have arrived

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// `org.varlink.service`, the interface every Varlink service offers: what it is, and its interfaces'
 /// descriptions.
 public enum VarlinkService {

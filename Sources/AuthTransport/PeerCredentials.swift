@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Who is at the other end of a Unix socket: the kernel's `SO_PEERCRED`, read when the connection is accepted,
 /// before any call is handled.
 public struct PeerCredentials: Hashable, Sendable, CustomStringConvertible {

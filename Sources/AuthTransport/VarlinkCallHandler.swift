@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
 
 /// Handles the calls that arrive on a connection, one after another, in order.

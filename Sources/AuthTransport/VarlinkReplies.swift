@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 internal import NIOCore
 
 /// Where a call's replies go: a connection's outbound side, usable from any thread or task without waiting.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The libsystemd headers that the Systemd module wraps. Swift imports only the non-variadic functions.
 #include <sys/uio.h>
 #include <systemd/sd-bus.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
 
 /// Why a call to exponea-authd did not succeed: a stable ``code`` to switch on and a ``message`` a person can

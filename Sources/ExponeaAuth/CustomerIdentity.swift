@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Who the app's user is, with the stream JWT issued for them (R7).
 public struct CustomerIdentity: Hashable, Sendable {
     /// The customer's ids, such as `["registered": "jane@example.com"]`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A basic D-Bus value, as a signal argument.
 public enum BusValue: Hashable, Sendable {
     case string(String)

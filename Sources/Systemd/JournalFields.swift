@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Logging
 
 /// How swift-log's vocabulary maps onto the journal's (`systemd.journal-fields(7)`).

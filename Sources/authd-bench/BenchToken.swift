@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// Stream JWTs shaped like real ones (HS512 header with `kid`, `exp`, `ids`), about 400 bytes. The daemon

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// GetToken round trip from one client, beside the floor's ping-pong of the same sizes, in alternating rounds

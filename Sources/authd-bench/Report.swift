@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// The benchmark's table: one row per figure, with its same-run baseline and goal where it has them.

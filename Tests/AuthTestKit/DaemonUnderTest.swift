@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// The real exponea-authd binary on a private socket, state directory and store key, for tests of its

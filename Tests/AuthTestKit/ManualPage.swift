@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// A man page of the repository's `man/`, read for checks against a program's `--help`.

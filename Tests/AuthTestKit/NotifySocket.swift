@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// A datagram socket standing in for systemd's notification socket (`$NOTIFY_SOCKET`), to receive what a

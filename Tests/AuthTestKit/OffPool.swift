@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// Runs blocking work (a socket read, a wait) on a thread of its own and awaits it, so that an async test

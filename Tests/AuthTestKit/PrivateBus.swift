@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// A private `dbus-daemon` for one test: its own socket in a temporary directory, a permissive policy, and

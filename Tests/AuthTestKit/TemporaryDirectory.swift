@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// A fresh directory under the system's temporary directory, removed with everything in it on `remove()`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// `sockaddr_un` for a path, for the few raw sockets tests make.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A test probe for socket activation: takes the sockets systemd (or systemd-socket-activate) passed, prints one
 // line per socket, then what remains of the LISTEN_* environment, and exits.
 import Foundation

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // authd-store-writer: saves token records in a tight loop until it is killed, for the crash-safety test.
 //
 //     authd-store-writer <store-directory> [groups]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer's entry for a program with a main of its own (the fuzz build links libFuzzer with -sanitize=fuzzer).
 #include <stddef.h>
 #include <stdint.h>

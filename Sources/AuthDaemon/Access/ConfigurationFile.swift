@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A systemd-style INI file (`systemd.syntax(7)`): `[Section]` headers, `Key=Value` assignments, `#` and `;`
 /// comments, and sections that may repeat.
 struct ConfigurationFile: Sendable {

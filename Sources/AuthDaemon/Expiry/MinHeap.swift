@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A binary min-heap: O(log n) insert and removal of the smallest element, O(1) peek.
 ///
 /// Small on purpose (the package takes no swift-collections dependency); ``ExpiryScheduler`` uses it with lazy

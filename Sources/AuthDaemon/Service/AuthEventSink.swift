@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
 
 /// Where one subscription's events go. The service hands each event over on its actor, in order, and waits for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What Swift cannot express of libsystemd: the sd-bus vtable is built from C macros. Only non-variadic
 // declarations here; every symbol is prefixed exauthd_.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// How an app reaches Bloomreach: through a Data hub event stream with stream JWTs, or through an

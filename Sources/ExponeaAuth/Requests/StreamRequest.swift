@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// The requests the SDK sends that need authorization (R23, R25), each building its path for the

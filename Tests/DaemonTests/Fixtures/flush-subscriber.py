@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """An app of a group, as a separate process: subscribes to the group's events on exponea-authd's socket and,
 on flushRequested, acknowledges it (unless told to stay silent). Prints each event kind as it arrives and
 exits after `cleared`.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs a command with a stand-in journald: binds /run/systemd/journal/socket (run this in a private mount
 namespace with a tmpfs on /run/systemd), starts the command, collects the native-protocol datagrams it sends
 until it has logged `--until` or 5 s pass, stops it with SIGTERM and prints each entry as JSON, one per line.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The reference Varlink client (PyPI `varlink`) against exponea-authd, unchanged: GetInfo,
 GetInterfaceDescription, SetToken and a streamed Subscribe. The token comes on standard input, never in argv.
 Prints one JSON line per result.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in for the Bloomreach API: answers each request with the next scripted response and prints one
 JSON line per request it saw (method, path, the headers that matter). The last response repeats.
 
