@@ -28,6 +28,8 @@ public struct AuthClientError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let invalidParameter = Code(rawValue: "invalidParameter")
         /// No usable token came, even after the JWT error handler had its moment to set one.
         public static let tokenUnavailable = Code(rawValue: "tokenUnavailable")
+        /// The request has no endpoint in the client's integration mode (R23, R25).
+        public static let unsupportedRequest = Code(rawValue: "unsupportedRequest")
         /// The daemon answered something this library does not understand (a version mismatch?).
         public static let protocolError = Code(rawValue: "protocolError")
     }

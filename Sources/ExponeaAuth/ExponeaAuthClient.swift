@@ -44,6 +44,7 @@ public final class ExponeaAuthClient: Sendable {
         var flushHandler: (@Sendable () async -> Void)?
         var customerTokenProvider: (@Sendable () async -> String?)?
         var coalescesRefresh = true
+        var reportedMissingProvider = false
         var subscription: Task<Void, Never>?
     }
 
@@ -174,7 +175,14 @@ public final class ExponeaAuthClient: Sendable {
             integration: integration,
             retryWait: retryWait,
             customerTokenProvider: state.withLock { $0.customerTokenProvider },
-            logger: logger
+            reportMissingProvider: { [self] in
+                // R26: the documented line, once per client, not once per request.
+                let first = state.withLock { state in
+                    defer { state.reportedMissingProvider = true }
+                    return !state.reportedMissingProvider
+                }
+                if first { logger.error("Advanced authorization flag has been enabled without provider") }
+            }
         )
         return try await executor.execute(request, body: body, transport: transport)
     }

@@ -47,6 +47,18 @@ struct RequestPolicyTests {
             return seen
         }
 
+        /// The method and path of the requests seen, once `count` of them have been logged.
+        func methodsAndPaths(_ count: Int) async -> [String] {
+            _ = await BackgroundProcess.eventually(timeout: .seconds(5)) { seen.count >= count }
+            struct Line: Decodable {
+                var method: String
+                var path: String
+            }
+            return process.output.split(separator: "\n").dropFirst().compactMap {
+                (try? JSONDecoder().decode(Line.self, from: Data($0.utf8))).map { "\($0.method) \($0.path)" }
+            }
+        }
+
         /// The requests seen so far.
         var seen: [Seen] {
             process.output.split(separator: "\n").dropFirst().compactMap {
@@ -60,7 +72,7 @@ struct RequestPolicyTests {
         var urlRequest = URLRequest(url: URL(string: "\(request.scheme!)://\(request.authority!)\(request.path!)")!)
         urlRequest.httpMethod = request.method.rawValue
         for field in request.headerFields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
-        urlRequest.httpBody = body ?? Data("{}".utf8)
+        if request.method == .post { urlRequest.httpBody = body ?? Data("{}".utf8) }
         let (data, response) = try await URLSession.shared.data(for: urlRequest)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         return (HTTPResponse(status: HTTPResponse.Status(code: status)), data)
@@ -242,7 +254,12 @@ struct RequestPolicyTests {
         // Advanced authorization without a provider: the documented line, and no request.
         let (unauthorized, _) = try await auth.execute(.appInboxFetch, transport: Self.transport)
         #expect(unauthorized.status == .unauthorized)
-        #expect(logs.entries.contains { $0.message == "Advanced authorization flag has been enabled without provider" })
+        let (again, _) = try await auth.execute(.appInboxMarkAsRead, transport: Self.transport)
+        #expect(again.status == .unauthorized)
+        // R26: logged once for the configuration, not once per request.
+        #expect(
+            logs.entries.filter { $0.message == "Advanced authorization flag has been enabled without provider" }
+                .count == 1)
 
         let asked = Recorder<Int>()
         auth.setCustomerTokenProvider {
@@ -266,17 +283,88 @@ struct RequestPolicyTests {
             ])
     }
 
-    @Test func everyStreamRequestHasItsDocumentedPath() {
-        let stream = Integration.stream(StreamSettings(streamId: "s 1"))
+    /// R23 and R25 in one table: each request's method, path and query in both modes, or none.
+    @Test(
+        arguments: [
+            (
+                StreamRequest.trackCustomer, "POST /track/u/v1/customers?stream_id=s%201",
+                "POST /track/v2/projects/p%2F1/customers"
+            ),
+            (
+                .trackEvents, "POST /track/u/v1/customers/events?stream_id=s%201",
+                "POST /track/v2/projects/p%2F1/customers/events"
+            ),
+            (
+                .campaignClick, "POST /track/u/v1/campaigns/clicks?stream_id=s%201",
+                "POST /track/v2/projects/p%2F1/campaigns/clicks"
+            ),
+            (
+                .consentCategories, "GET /data/v2/streams/s%201/consent/categories",
+                "POST /data/v2/projects/p%2F1/consent/categories"
+            ),
+            (.customerAttributes, nil, "POST /data/v2/projects/p%2F1/customers/attributes"),
+            (
+                .inAppMessages, "POST /webxp/streams/s%201/inappmessages?compatibility=3",
+                "POST /webxp/s/p%2F1/inappmessages?v=1"
+            ),
+            (.inAppContentBlocks, "POST /webxp/streams/s%201/inappcontentblocks?v=2", nil),
+            (.segments(cookie: "c/1"), "GET /webxp/streams/s%201/segments?cookie=c%2F1", nil),
+            (.linkIds(cookie: "c/1"), "POST /webxp/streams/s%201/cookies/c%2F1/link-ids", nil),
+            (.staticBundle(platform: "ios"), "GET /wxstatic/streams/s%201/bundle-ios.json?v=2", nil),
+            (.appInboxFetch, "POST /webxp/streams/s%201/appinbox/fetch", "POST /webxp/projects/p%2F1/appinbox/fetch"),
+            (
+                .appInboxMarkAsRead, "POST /webxp/streams/s%201/appinbox/markasread",
+                "POST /webxp/projects/p%2F1/appinbox/markasread"
+            ),
+            (.recommendations, "POST /optimization/streams/s%201/recommend/user", nil),
+            (
+                .selfCheck, "POST /campaigns/streams/s%201/send-self-check-notification",
+                "POST /campaigns/send-self-check-notification?project_id=p%2F1"
+            ),
+        ] as [(StreamRequest, String?, String?)])
+    func everyRequestHasItsEndpointInEachMode(request: StreamRequest, stream: String?, project: String?) {
+        func line(_ integration: Integration) -> String? {
+            request.endpoint(for: integration).map { "\($0.method.rawValue) \($0.pathAndQuery)" }
+        }
+        #expect(line(.stream(StreamSettings(streamId: "s 1"))) == stream)
+        #expect(line(.project(ProjectSettings(projectToken: "p/1", authorization: nil))) == project)
+    }
+
+    @Test func aGETRequestGoesOutAsAGETWithTheBearerAndNoBody() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("200")
+        let auth = streamClient(daemon, server)
+        defer { auth.close() }
+        let token = TestJWT().token(expiringIn: 3600)
+        try await auth.setSdkAuthToken(token)
+
+        _ = try await auth.execute(.consentCategories, body: Data("{}".utf8), transport: Self.transport)
+        _ = try await auth.execute(.staticBundle(platform: "linux"), transport: Self.transport)
         #expect(
-            StreamRequest.allCases.map { $0.pathAndQuery(for: stream) } == [
-                "/track/u/v1/customers?stream_id=s%201",
-                "/track/u/v1/customers/events?stream_id=s%201",
-                "/webxp/streams/s%201/inappmessages",
-                "/webxp/streams/s%201/appinbox/fetch",
-                "/webxp/streams/s%201/appinbox/markasread",
-                "/optimization/streams/s%201/recommend/user",
-                "/campaigns/send-self-check-notification?project_id=s%201",
+            await server.methodsAndPaths(2) == [
+                "GET /data/v2/streams/stream-1/consent/categories",
+                "GET /wxstatic/streams/stream-1/bundle-linux.json?v=2",
             ])
+        #expect(await server.seen(2).map(\.authorization) == ["Bearer \(token)", "Bearer \(token)"])
+    }
+
+    @Test func aRequestTheModeDoesNotHaveIsRefusedBeforeAnythingIsSent() async throws {
+        let daemon = try DaemonUnderTest()
+        let server = try ScriptedServer("200")
+        let settings = ProjectSettings(projectToken: "project-1", authorization: "api-key", baseURL: server.baseURL)
+        let auth = ExponeaAuthClient(group: "shop", integration: .project(settings), socketPath: daemon.socketPath)
+        defer { auth.close() }
+        await #expect {
+            try await auth.execute(.recommendations, transport: Self.transport)
+        } throws: { ($0 as? AuthClientError)?.code == .unsupportedRequest }
+        _ = try await auth.execute(.trackEvents, transport: Self.transport)
+        #expect(await server.methodsAndPaths(1) == ["POST /track/v2/projects/project-1/customers/events"])
+    }
+
+    /// R25: a key given with its `Token ` prefix goes out as `Token <key>`, never `Token Token <key>`.
+    @Test(arguments: ["api-key", "Token api-key", "token api-key", "  Token   api-key "])
+    func projectModeSendsTheKeyPrefixedOnce(key: String) {
+        let settings = ProjectSettings(projectToken: "p", authorization: key)
+        #expect(settings.authorizationHeader == "Token api-key")
     }
 }

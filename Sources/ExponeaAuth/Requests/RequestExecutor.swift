@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
 import HTTPTypes
-import Logging
 
 /// Sends one HTTP request and returns the response and its body: the app's own HTTP client.
 public typealias HTTPTransport = @Sendable (HTTPRequest, Data?) async throws -> (HTTPResponse, Data)
@@ -14,20 +13,28 @@ struct RequestExecutor: Sendable {
     /// How long a failed request waits for a new token before its one retry (R19, ends early: R22).
     let retryWait: Duration
     let customerTokenProvider: (@Sendable () async -> String?)?
-    let logger: Logger
+    /// Logs R26's line for advanced authorization without a provider, once per client.
+    let reportMissingProvider: @Sendable () -> Void
 
     func execute(_ request: StreamRequest, body: Data?, transport: HTTPTransport) async throws -> (HTTPResponse, Data) {
+        guard let endpoint = request.endpoint(for: integration) else {
+            throw AuthClientError(
+                .unsupportedRequest, "\(request) has no endpoint in \(integration.modeName) mode (R23, R25)")
+        }
+        // A GET carries no body.
+        let body = endpoint.method == .get ? nil : body
         switch integration {
-        case .stream: try await executeStream(request, body: body, transport: transport)
-        case .project(let settings): try await executeProject(request, settings, body: body, transport: transport)
+        case .stream: return try await executeStream(request, endpoint, body: body, transport: transport)
+        case .project(let settings):
+            return try await executeProject(request, endpoint, settings, body: body, transport: transport)
         }
     }
 
     // MARK: Stream mode
 
-    private func executeStream(_ request: StreamRequest, body: Data?, transport: HTTPTransport) async throws
-        -> (HTTPResponse, Data)
-    {
+    private func executeStream(
+        _ request: StreamRequest, _ endpoint: StreamEndpoint, body: Data?, transport: HTTPTransport
+    ) async throws -> (HTTPResponse, Data) {
         // R15-R17: the daemon tells the group's apps (and so the handler) when the token needs refreshing.
         let preflight = try await daemon.preflight(group: group)
         var sent = preflight.token.map { (token: $0.value, generation: preflight.generation) }
@@ -37,7 +44,7 @@ struct RequestExecutor: Sendable {
             guard let token = waited.token else { return Self.syntheticUnauthorized() }
             sent = (token.value, waited.generation)
         }
-        let (response, data) = try await transport(httpRequest(request, bearer: sent?.token), body)
+        let (response, data) = try await transport(httpRequest(endpoint, bearer: sent?.token), body)
         guard response.status.code == 401 || response.status.code == 403 else { return (response, data) }
 
         let decision = try await daemon.reportAuthFailure(
@@ -56,34 +63,35 @@ struct RequestExecutor: Sendable {
             let after = sent?.generation ?? preflight.generation
             retryToken = try await daemon.waitForToken(group: group, after: after, timeout: retryWait).token?.value
         }
-        return try await transport(httpRequest(request, bearer: retryToken), body)
+        return try await transport(httpRequest(endpoint, bearer: retryToken), body)
     }
 
     // MARK: Project mode
 
     private func executeProject(
-        _ request: StreamRequest, _ settings: ProjectSettings, body: Data?, transport: HTTPTransport
+        _ request: StreamRequest, _ endpoint: StreamEndpoint, _ settings: ProjectSettings, body: Data?,
+        transport: HTTPTransport
     ) async throws -> (HTTPResponse, Data) {
-        var authorization = settings.authorization.map { "Token \($0)" }
+        var authorization = settings.authorizationHeader
         if settings.advancedAuthEnabled && request.requiresCustomerToken {
             // R26: asked on every such request; nothing is cached.
             guard let provider = customerTokenProvider else {
-                logger.error("Advanced authorization flag has been enabled without provider")
+                reportMissingProvider()
                 return Self.syntheticUnauthorized()
             }
             guard let token = await provider(), !token.isEmpty else { return Self.syntheticUnauthorized() }
             authorization = "Bearer \(token)"
         }
-        return try await transport(httpRequest(request, authorization: authorization), body)
+        return try await transport(httpRequest(endpoint, authorization: authorization), body)
     }
 
     // MARK: Building
 
-    private func httpRequest(_ request: StreamRequest, bearer token: String?) -> HTTPRequest {
-        httpRequest(request, authorization: token.map { "Bearer \($0)" })
+    private func httpRequest(_ endpoint: StreamEndpoint, bearer token: String?) -> HTTPRequest {
+        httpRequest(endpoint, authorization: token.map { "Bearer \($0)" })
     }
 
-    private func httpRequest(_ request: StreamRequest, authorization: String?) -> HTTPRequest {
+    private func httpRequest(_ endpoint: StreamEndpoint, authorization: String?) -> HTTPRequest {
         let base = integration.baseURL
         let basePath = base.path.hasSuffix("/") ? String(base.path.dropLast()) : base.path
         var fields = HTTPFields()
@@ -92,10 +100,10 @@ struct RequestExecutor: Sendable {
         if let authorization { fields[.authorization] = authorization }
         let authority = base.host.map { host in base.port.map { "\(host):\($0)" } ?? host }
         return HTTPRequest(
-            method: .post,
+            method: endpoint.method,
             scheme: base.scheme ?? "https",
             authority: authority,
-            path: basePath + request.pathAndQuery(for: integration),
+            path: basePath + endpoint.pathAndQuery,
             headerFields: fields
         )
     }
