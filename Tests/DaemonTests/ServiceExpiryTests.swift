@@ -37,7 +37,7 @@ struct ServiceExpiryTests {
     @Test func tokensThatEnteredTheirLastMinuteWhileTheDaemonWasDownFireAtStart() async throws {
         let directory = try TemporaryDirectory(prefix: "authd-expiry")
         defer { directory.remove() }
-        let clock = ManualWallClock(Date(timeIntervalSince1970: 1_900_000_000))
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
         let signer = TestJWT()
         let records = try [
             TokenRecord(
@@ -106,7 +106,7 @@ struct ServiceExpiryTests {
     @Test func settingAnExpiredTokenReportsItAtOnceAfterTheRefresh() async throws {
         let directory = try TemporaryDirectory(prefix: "authd-expiry")
         defer { directory.remove() }
-        let clock = ManualWallClock(Date(timeIntervalSince1970: 1_900_000_000))
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
         let service = AuthService(
             store: try Self.store(directory), records: [], now: { clock.now }, logger: Logger(label: "test"))
         let events = await service.observeAll()
