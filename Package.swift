@@ -128,8 +128,10 @@ let package = Package(
         .executableTarget(
             name: "authctl",
             dependencies: [
+                "AuthCore",
                 "ExponeaAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
 
@@ -257,7 +259,9 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthCtlTests",
-            dependencies: ["AuthTestKit", "authctl", "exponea-authd"]
+            dependencies: [
+                "AuthTestKit", "authctl", "exponea-authd", .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .testTarget(
             name: "FuzzReplayTests",

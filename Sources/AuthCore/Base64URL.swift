@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// Strict base64url without padding (RFC 4648 section 5, as JWS compact serialisation uses it).
-enum Base64URL {
+public enum Base64URL {
     /// Decodes `text`, or returns nil when it has a byte outside `A-Z a-z 0-9 - _`, padding, or an
     /// impossible length.
     static func decode(_ text: Substring.UTF8View) -> [UInt8]? {
@@ -31,7 +31,7 @@ enum Base64URL {
     }
 
     /// Encodes `bytes` without padding.
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
         var output: [UInt8] = []
         var accumulator: UInt32 = 0
