@@ -29,7 +29,8 @@ struct AuthCtl: AsyncParsableCommand {
     /// EX_USAGE, 64) and its message starts with `authctl:` like every other error.
     static func main() async {
         do {
-            var command = try await asyncParseAsRoot()
+            var command = try await asyncParseAsRoot(
+                Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -42,6 +43,14 @@ struct AuthCtl: AsyncParsableCommand {
             printError(message)
             Foundation.exit(AuthCtlExit.usage.rawValue)
         }
+    }
+}
+
+extension AuthCtl {
+    /// `get --wait` alone means `--wait=30`: argument-parser has no option whose value may be left out.
+    static func expandingOptionalValues(_ arguments: [String]) -> [String] {
+        guard arguments.first == "get" else { return arguments }
+        return arguments.map { $0 == "--wait" ? "--wait=\(Get.defaultWait)" : $0 }
     }
 }
 

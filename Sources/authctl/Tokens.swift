@@ -7,6 +7,8 @@ extension AuthCtl {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print an app group's token.",
+            usage: "authctl get <group> [--header] [--wait[=<seconds>]] [--socket <path>]\n"
+                + "                   [--json]",
             discussion: """
                 Prints the bare token on standard output, for TOKEN=$(authctl get GROUP); with \
                 --header, the whole header line: Authorization: Bearer TOKEN. Nothing changes in the \
@@ -17,20 +19,51 @@ extension AuthCtl {
                 never uses an expired token without noticing. A token that expires within a minute \
                 (expiredSoon) still works: exit status 0.
 
+                With --wait, a group whose token is missing, expired or expires within a minute is \
+                first checked as an app checks it before a request (the group's apps and refresh agent \
+                are told), then get waits, at most SECONDS (30 with --wait alone; write --wait=SECONDS), \
+                for a fresh token that an agent or app sets, and prints it as soon as it lands. When none \
+                comes in time it ends as without --wait: exit status 3 without a token or with an \
+                expired one.
+
                 --json prints {group, token, generation, state, expiresAt, customerIds}; token, \
                 expiresAt and customerIds are null without a token.
                 """
         )
+
+        /// `--wait` alone waits this long.
+        static let defaultWait = 30
+        /// The longest `--wait`.
+        static let maximumWait = 3600
 
         @OptionGroup var group: GroupArgument
 
         @Flag(help: "Print the header line 'Authorization: Bearer TOKEN'.")
         var header = false
 
+        @Option(
+            name: .customLong("wait"),
+            help: ArgumentHelp(
+                "Wait up to this long for a fresh token (--wait alone: \(defaultWait)).", valueName: "seconds")
+        )
+        var wait: Int?
+
         @OptionGroup var options: DaemonOptions
+
+        func validate() throws {
+            if let wait, !(0...Self.maximumWait).contains(wait) {
+                throw ValidationError("--wait needs a number of seconds from 0 to \(Self.maximumWait), not \(wait)")
+            }
+        }
 
         func run() async throws {
             let name = group.group
+            if let wait {
+                let fresh = try await options.withClient {
+                    try await Self.waitForFreshToken(group: name, client: $0, bound: .seconds(wait))
+                }
+                if !fresh { printError("authctl: no fresh token for app group '\(name)' came within \(wait) s") }
+            }
             let result = try await options.withClient { try await $0.getToken(group: name) }
             let now = Date()
             let expiresAt = result.claims.map { Date(timeIntervalSince1970: $0.expiresAt) }
@@ -60,6 +93,25 @@ extension AuthCtl {
             case .expiredSoon, .valid:
                 break
             }
+        }
+
+        /// Checks the group as an app does before a request (so the group's apps and agent learn that it needs
+        /// a token), then waits until a valid token is set or `bound` passes.
+        ///
+        /// - Returns: Whether the group's token is valid at the end.
+        static func waitForFreshToken(group: String, client: AuthDaemonClient, bound: Duration)
+            async throws(AuthClientError) -> Bool
+        {
+            let deadline = ContinuousClock.now + bound
+            var current = try await client.preflight(group: group)
+            while current.state != .valid {
+                let left = deadline - ContinuousClock.now
+                guard left > .zero else { return false }
+                // The daemon answers at the latest after its own bound (5 s): wait again until the deadline.
+                let waited = try await client.waitForToken(group: group, after: current.generation, timeout: left)
+                if waited.generation != current.generation { current = try await client.preflight(group: group) }
+            }
+            return true
         }
     }
 
