@@ -21,7 +21,7 @@ struct AuthCtl: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             Status.self, ListGroups.self, Get.self, SetToken.self, Preflight.self, Identify.self,
-            Anonymize.self, Stop.self, Clear.self, Watch.self, Decode.self, Mint.self,
+            Anonymize.self, Stop.self, Clear.self, Watch.self, Decode.self, Mint.self, RefreshAgent.self,
         ]
     )
 

@@ -12,7 +12,7 @@ extension AuthCtl {
         static let configuration = CommandConfiguration(
             abstract: "Print a signed stream JWT, for development, tests and trusted devices.",
             usage: "authctl mint --secret-file <file> [--kid <kid>] [--id <key=value> ...]\n"
-                + "                    [--ttl <seconds>] [--alg <alg>]",
+                + "             [--ttl <seconds>] [--alg <alg>]",
             discussion: """
                 Signs header.payload with HMAC keyed with the bytes of --secret-file, exactly as they \
                 are (a trailing newline is part of the key). The header has alg, typ JWT and kid when \
@@ -94,9 +94,9 @@ extension AuthCtl {
             }
             let now = Int(time(nil))
             var header = #"{"alg":"\#(alg.rawValue)","typ":"JWT""#
-            if let kid { header += #","kid":\#(Self.jsonString(kid))"# }
+            if let kid { header += #","kid":\#(jsonString(kid))"# }
             header += "}"
-            let idsJSON = try customerIds().map { "\(Self.jsonString($0.key)):\(Self.jsonString($0.value))" }
+            let idsJSON = try customerIds().map { "\(jsonString($0.key)):\(jsonString($0.value))" }
             let payload = #"{"exp":\#(now + ttl),"iat":\#(now),"ids":{\#(idsJSON.joined(separator: ","))}}"#
             let input = Base64URL.encode(header.utf8) + "." + Base64URL.encode(payload.utf8)
             printLine(input + "." + Base64URL.encode(Self.sign(Array(input.utf8), secret: secret, alg: alg)))
@@ -152,25 +152,6 @@ extension AuthCtl {
                 filled += count
             }
             return bytes
-        }
-
-        /// `value` as a JSON string (RFC 8259): quotes, backslashes and control characters escaped.
-        static func jsonString(_ value: String) -> String {
-            var text = "\""
-            for scalar in value.unicodeScalars {
-                switch scalar {
-                case "\"": text += "\\\""
-                case "\\": text += "\\\\"
-                case "\n": text += "\\n"
-                case "\r": text += "\\r"
-                case "\t": text += "\\t"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: text.unicodeScalars.append(scalar)
-                }
-            }
-            return text + "\""
         }
     }
 }

@@ -91,3 +91,22 @@ enum TokenInput {
         return token
     }
 }
+
+/// `value` as a JSON string (RFC 8259): quotes, backslashes and control characters escaped.
+func jsonString(_ value: String) -> String {
+    var text = "\""
+    for scalar in value.unicodeScalars {
+        switch scalar {
+        case "\"": text += "\\\""
+        case "\\": text += "\\\\"
+        case "\n": text += "\\n"
+        case "\r": text += "\\r"
+        case "\t": text += "\\t"
+        case _ where scalar.value < 0x20:
+            let hex = String(scalar.value, radix: 16)
+            text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: text.unicodeScalars.append(scalar)
+        }
+    }
+    return text + "\""
+}

@@ -8,7 +8,7 @@ extension AuthCtl {
         static let configuration = CommandConfiguration(
             abstract: "Print an app group's token.",
             usage: "authctl get <group> [--header] [--wait[=<seconds>]] [--socket <path>]\n"
-                + "                   [--json]",
+                + "            [--json]",
             discussion: """
                 Prints the bare token on standard output, for TOKEN=$(authctl get GROUP); with \
                 --header, the whole header line: Authorization: Bearer TOKEN. Nothing changes in the \

@@ -7,7 +7,7 @@ import Testing
 struct ErrorAndHelpTests {
     static let commands = [
         "status", "list", "get", "set", "preflight", "identify", "anonymize", "stop", "clear", "watch", "decode",
-        "mint",
+        "mint", "refresh-agent",
     ]
 
     @Test func anUnreachableDaemonFailsFastWith69AndSaysHowToStartIt() throws {

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+import ArgumentParser
+import AuthCore
+import Dispatch
+import ExponeaAuth
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension AuthCtl {
+    struct RefreshAgent: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "refresh-agent",
+            abstract: "Keep an app group's token fresh by running a command when it needs a new one.",
+            usage: "authctl refresh-agent <group> [--command-timeout <seconds>]\n"
+                + "                      [--socket <path>] -- <command> [<argument> ...]",
+            discussion: """
+                Runs until stopped, subscribed to the group. When the group's token is missing, expires \
+                within a minute, has expired or was reported invalid (and at start, and after the daemon \
+                comes back), the agent asks the daemon to claim the refresh of that token; only when the \
+                claim is granted does it run the command, so however many agents and apps meet the same \
+                expiry, the command runs once.
+
+                The command gets on standard input one JSON object {"group", "reason", "customerIds"}, \
+                and EXPONEA_AUTH_GROUP and EXPONEA_AUTH_REASON in its environment. It prints the token \
+                on standard output, alone or as {"token": "...", "expiresIn": SECONDS}, and the agent \
+                stores it. Its standard error goes where the agent's goes.
+
+                A command that exits with a non-zero status, prints nothing usable or runs past \
+                --command-timeout (its whole process group is killed) is retried after about 1 s, then \
+                2, 4, ... up to 5 minutes, with 20% jitter. Each failure is logged with its reason and \
+                exit status; the token never is. When the daemon goes away the agent subscribes again \
+                with the same backoff, up to 30 s.
+                """
+        )
+
+        /// The longest pause between two tries of the command.
+        static let maximumBackoff = Duration.seconds(300)
+        /// The longest pause between two tries to reach the daemon.
+        static let maximumReconnect = Duration.seconds(30)
+
+        @OptionGroup var group: GroupArgument
+
+        @Option(help: ArgumentHelp("How long the command may run (1 to 3600).", valueName: "seconds"))
+        var commandTimeout: Int = 30
+
+        @Option(
+            help: ArgumentHelp(
+                "Talk to the daemon at this socket instead of $EXPONEA_AUTHD_SOCKET or the default.",
+                valueName: "path"
+            ),
+            completion: .file()
+        )
+        var socket: String?
+
+        @Argument(parsing: .postTerminator, help: "The command that prints a new token, after --.")
+        var command: [String] = []
+
+        func validate() throws {
+            guard (1...3600).contains(commandTimeout) else {
+                throw ValidationError(
+                    "--command-timeout needs a number of seconds from 1 to 3600, not \(commandTimeout)")
+            }
+            if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
+            guard !command.isEmpty else {
+                throw ValidationError("give the command that prints a new token after --")
+            }
+        }
+
+        func run() async throws {
+            let agent = Agent(
+                group: group.group,
+                client: AuthDaemonClient(socketPath: socket, unavailableBound: .seconds(2)),
+                command: RefreshCommand(arguments: command, timeout: .seconds(commandTimeout))
+            )
+            await agent.run()
+        }
+    }
+}
+
+/// The refresh agent's loop: subscribe, and refresh the token once per claim.
+struct Agent: Sendable {
+    var group: String
+    var client: AuthDaemonClient
+    var command: RefreshCommand
+
+    /// The reasons the agent refreshes for (R11): not `insufficient`, which no new token mends.
+    static let reasons: Set<JwtErrorReason> = [.notProvided, .invalid, .expired, .expiredSoon]
+
+    /// Runs until the process ends.
+    func run() async {
+        var reconnect = Backoff(initial: .milliseconds(250), maximum: AuthCtl.RefreshAgent.maximumReconnect)
+        AgentLog.info("watching app group '\(group)'")
+        while true {
+            do {
+                let events = client.events(group: group)
+                // What stands now, at start and after the daemon came back: no event may have been seen for it.
+                try await refreshIfNeeded()
+                for try await event in events {
+                    reconnect.reset()
+                    guard event.kind == .jwtError, let reason = event.reason, Self.reasons.contains(reason) else {
+                        continue
+                    }
+                    try await refresh(
+                        reason: reason, generation: event.generation, customerIds: event.customerIds ?? [:])
+                }
+            } catch {
+                let delay = reconnect.next()
+                AgentLog.warning("lost the daemon (\(error)); trying again in \(Self.seconds(delay))")
+                try? await Task.sleep(for: delay)
+            }
+        }
+    }
+
+    /// Refreshes when the group's token is missing, expired or expiring.
+    private func refreshIfNeeded() async throws(AuthClientError) {
+        guard let (reason, generation, ids) = try await currentNeed() else { return }
+        try await refresh(reason: reason, generation: generation, customerIds: ids)
+    }
+
+    /// Why the group needs a token now, if it does.
+    private func currentNeed() async throws(AuthClientError) -> (JwtErrorReason, UInt64, [String: String])? {
+        let current = try await client.getToken(group: group)
+        let now = Date()
+        let reason: JwtErrorReason
+        let state = current.claims.map { TokenState(expiresAt: Date(timeIntervalSince1970: $0.expiresAt), at: now) }
+        switch state ?? .notProvided {
+        case .valid: return nil
+        case .notProvided: reason = .notProvided
+        case .expired: reason = .expired
+        case .expiredSoon: reason = .expiredSoon
+        }
+        return (reason, current.generation, current.claims?.customerIds ?? [:])
+    }
+
+    /// Claims the refresh of `generation` and, when granted, runs the command until it yields a token that is
+    /// stored, or another app or agent sets one.
+    private func refresh(reason: JwtErrorReason, generation: UInt64, customerIds: [String: String])
+        async throws(AuthClientError)
+    {
+        var backoff = Backoff(initial: .seconds(1), maximum: AuthCtl.RefreshAgent.maximumBackoff)
+        var need = (reason: reason, generation: generation, customerIds: customerIds)
+        while true {
+            if try await client.claimRefresh(group: group, generation: need.generation) {
+                AgentLog.info("refreshing app group '\(group)' (\(need.reason), generation \(need.generation))")
+                if let failure = try await runCommand(reason: need.reason, customerIds: need.customerIds) {
+                    AgentLog.warning("the refresh command failed: \(failure)")
+                } else {
+                    return
+                }
+            } else if backoff.attempts == 0 {
+                // Another app or agent has it; if it fails, the daemon says so again.
+                AgentLog.info("another app or agent refreshes app group '\(group)' (generation \(need.generation))")
+                return
+            }
+            let delay = backoff.next()
+            AgentLog.notice("trying again in \(Self.seconds(delay))")
+            try? await Task.sleep(for: delay)
+            guard let current = try await currentNeed() else {
+                AgentLog.info("app group '\(group)' has a fresh token")
+                return
+            }
+            need = current
+        }
+    }
+
+    /// Runs the command once and stores its token.
+    ///
+    /// - Returns: Why no token was stored, or nil when one was.
+    private func runCommand(reason: JwtErrorReason, customerIds: [String: String]) async throws(AuthClientError)
+        -> String?
+    {
+        let ids = customerIds.sorted { $0.key < $1.key }.map { "\(jsonString($0.key)):\(jsonString($0.value))" }
+        let request =
+            #"{"group":\#(jsonString(group)),"reason":\#(jsonString(reason.rawValue)),"customerIds":{\#(ids.joined(separator: ","))}}"#
+        let environment = ["EXPONEA_AUTH_GROUP": group, "EXPONEA_AUTH_REASON": reason.rawValue]
+        let command = command
+        // The command blocks for up to its timeout: off the concurrency pool.
+        let outcome = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    returning: command.run(input: Array(request.utf8) + [0x0A], environment: environment))
+            }
+        }
+        switch outcome {
+        case .token(let token):
+            do {
+                let stored = try await client.setToken(token, group: group)
+                AgentLog.info(
+                    "stored a new token for app group '\(group)' (generation \(stored.generation), expires at "
+                        + "\(Int(stored.claims.expiresAt)))")
+                return nil
+            } catch let error where error.code == .malformedToken {
+                // The message says what is wrong without the token.
+                return "it printed something that is not a stream JWT: \(error.message)"
+            }
+        case .unusableOutput(let why): return "exit status 0, but \(why)"
+        case .failed(let status): return "exit status \(status)"
+        case .killed(let signal): return "killed by signal \(signal)"
+        case .timedOut: return "it ran past \(Self.seconds(command.timeout)) and was killed"
+        case .cannotStart(let why): return "cannot start it: \(why)"
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> String {
+        let value = duration / .seconds(1)
+        return value < 10 ? "\((value * 10).rounded() / 10) s" : "\(Int(value.rounded())) s"
+    }
+}
+
+/// The agent's log: standard error, with syslog priority prefixes that journald reads when it is the journal's
+/// stream.
+enum AgentLog {
+    static let toJournal = getenv("JOURNAL_STREAM") != nil
+
+    static func info(_ message: String) { write(6, message) }
+    static func notice(_ message: String) { write(5, message) }
+    static func warning(_ message: String) { write(4, message) }
+
+    private static func write(_ priority: Int, _ message: String) {
+        printError(toJournal ? "<\(priority)>\(message)" : "authctl refresh-agent: \(message)")
+    }
+}

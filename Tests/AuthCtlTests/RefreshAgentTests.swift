@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthTestKit
+import Foundation
+import Testing
+
+/// `authctl refresh-agent` against the real daemon, with real refresh commands (shell scripts that mint with
+/// `authctl mint`).
+@Suite("authctl refresh-agent")
+struct RefreshAgentTests {
+    let signer = TestJWT()
+
+    /// A refresh command in `directory`: it appends a line to `runs` for each run, saves what it read on
+    /// standard input and its environment, then does `body` (by default: prints a fresh minted token).
+    func command(in directory: TemporaryDirectory, body: String? = nil) throws -> String {
+        let key = directory.appending("stream.key")
+        try Data("agent-test-secret".utf8).write(to: URL(fileURLWithPath: key))
+        chmod(key, 0o600)
+        let mint = try BuildProducts.executable("authctl")
+        let script = directory.appending("refresh.sh")
+        let text = """
+            #!/bin/sh
+            cat > "\(directory.path)/request"
+            echo "$EXPONEA_AUTH_GROUP $EXPONEA_AUTH_REASON" >> "\(directory.path)/runs"
+            \(body ?? "exec \(mint) mint --secret-file \(key) --id registered=jane --ttl 3600")
+
+            """
+        try Data(text.utf8).write(to: URL(fileURLWithPath: script))
+        chmod(script, 0o755)
+        return script
+    }
+
+    func runs(_ directory: TemporaryDirectory) -> [String] {
+        ((try? String(contentsOfFile: directory.appending("runs"), encoding: .utf8)) ?? "")
+            .split(separator: "\n").map(String.init)
+    }
+
+    func generation(_ daemon: DaemonFixture) throws -> Int {
+        try parseJSON(daemon.authctl(["get", "shop", "--json"]).standardOutput)["generation"] as? Int ?? -1
+    }
+
+    @Test func severalAgentsRunTheCommandOncePerExpiry() throws {
+        let daemon = try DaemonFixture()
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        let script = try command(in: daemon.root)
+        let agents = try (0..<3).map { _ in
+            try daemon.authctlInBackground(["refresh-agent", "shop", "--", script])
+        }
+        defer { for agent in agents { agent.stop() } }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 3 })
+
+        // A token in its last minute: every agent hears expiredSoon for generation 2 at once.
+        try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 3 })
+        // Barrier: every agent has decided (it refreshed, or heard that another one does).
+        let decided = BackgroundProcess.waitUntil(timeout: .seconds(10)) {
+            agents.allSatisfy {
+                $0.output.contains("stored a new token") || $0.output.contains("another app or agent refreshes")
+            }
+        }
+        #expect(decided, "\(agents.map(\.output))")
+        #expect(runs(daemon.root) == ["shop expiredSoon"])
+        let request = try String(contentsOfFile: daemon.root.appending("request"), encoding: .utf8)
+        #expect(request == #"{"group":"shop","reason":"expiredSoon","customerIds":{"registered":"jane"}}"# + "\n")
+        let stored = try daemon.authctl(["get", "shop"]).standardOutput
+        #expect(!agents.contains { $0.output.contains(stored.trimmingCharacters(in: .newlines)) })
+    }
+
+    @Test func anAgentStartedWithoutATokenFetchesOneAtOnce() throws {
+        let daemon = try DaemonFixture()
+        let agent = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
+        defer { agent.stop() }
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 1 }, "\(agent.output)")
+        #expect(runs(daemon.root) == ["shop notProvided"])
+        #expect(try daemon.authctl(["get", "shop"]).status == 0)
+    }
+
+    @Test func aFailingCommandIsRetriedWithGrowingDelaysAndLoggedWithItsStatus() throws {
+        let daemon = try DaemonFixture()
+        let agent = try daemon.authctlInBackground([
+            "refresh-agent", "shop", "--", command(in: daemon.root, body: "echo oops >&2; exit 3"),
+        ])
+        defer { agent.stop() }
+        let delays = {
+            agent.output.matches(of: /trying again in ([0-9.]+) s/).compactMap { Double($0.output.1) }
+        }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(30)) { delays().count >= 3 }, "\(agent.output)")
+        let seen = delays()
+        #expect((0.8...1.2).contains(seen[0]), "\(seen)")
+        #expect((1.6...2.4).contains(seen[1]), "\(seen)")
+        #expect((3.2...4.8).contains(seen[2]), "\(seen)")
+        #expect(agent.output.contains("the refresh command failed: exit status 3"))
+        // Never more runs than tries.
+        #expect(runs(daemon.root).count <= seen.count + 1)
+        #expect(try daemon.authctl(["get", "shop"]).status == 3)
+    }
+
+    @Test func aCommandThatHangsIsKilledWithWhatItStarted() throws {
+        let daemon = try DaemonFixture()
+        let pidFile = daemon.root.appending("pid")
+        let agent = try daemon.authctlInBackground([
+            "refresh-agent", "shop", "--command-timeout", "1", "--",
+            command(in: daemon.root, body: "sleep 300 & echo $! > \(pidFile); wait"),
+        ])
+        defer { agent.stop() }
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(15)) {
+                agent.output.contains("ran past 1.0 s and was killed")
+            },
+            "\(agent.output)")
+        let pid = try #require(
+            Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .newlines) ?? ""))
+        // The grandchild went with its process group (a zombie until its new parent reaps it counts as gone).
+        let gone = BackgroundProcess.waitUntil {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+            return stat.contains(") Z ")
+        }
+        #expect(gone)
+    }
+
+    @Test func unusableOutputIsAFailureAndNeverLogged() throws {
+        let daemon = try DaemonFixture()
+        let agent = try daemon.authctlInBackground([
+            "refresh-agent", "shop", "--", command(in: daemon.root, body: "echo 'not a token at all'"),
+        ])
+        defer { agent.stop() }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { agent.output.contains("trying again") })
+        #expect(agent.output.contains("exit status 0, but it printed more than one word"))
+        #expect(!agent.output.contains("not a token at all"))
+    }
+
+    @Test func theAgentComesBackWithTheDaemon() throws {
+        let daemon = try DaemonFixture()
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        let agent = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
+        defer { agent.stop() }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 1 })
+        daemon.daemon.stop(signal: SIGTERM)
+        try daemon.daemon.start()
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(20)) { agent.output.contains("lost the daemon") },
+            "\(agent.output)")
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { (try? daemon.subscribers("shop")) == 1 })
+        // And acts on what it hears after.
+        try daemon.set("shop", signer.token(expiringIn: 30))
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { runs(daemon.root) == ["shop expiredSoon"] })
+    }
+}
