@@ -23,16 +23,21 @@ public struct RetryDecision: Hashable, Sendable, CustomStringConvertible {
     ///
     /// | status | token sent | decision |
     /// | --- | --- | --- |
+    /// | 403 | valid or expiring soon | fail, no handler, even when replaced since (R21) |
     /// | 401/403 | replaced since | retry at once, no handler (R19) |
     /// | 401 | none | retry, `notProvided` |
     /// | 401 | expired, or body says so | retry, `expired` (R19) |
     /// | 401 | otherwise | retry, `invalid` (R19) |
     /// | 403 | none | retry, `notProvided` (R20) |
     /// | 403 | expired | retry, `expired` |
-    /// | 403 | valid or expiring soon | fail, no handler (R21) |
     /// | other | any | fail, no handler |
     public init(status: Int, sentToken: TokenState, serverSaysExpired: Bool = false, tokenReplaced: Bool = false) {
         guard status == 401 || status == 403 else {
+            self.init(retry: false, reason: nil)
+            return
+        }
+        // R21: the token's scope does not cover the stream; another token changes nothing about this request.
+        if status == 403 && (sentToken == .valid || sentToken == .expiredSoon) {
             self.init(retry: false, reason: nil)
             return
         }

@@ -2,73 +2,81 @@
 import AuthCore
 import Testing
 
+/// R19-R21, each checked over every combination it speaks of: every status from 100 to 599, every state of
+/// the token sent, with and without `"token_expired": true`, replaced since or not.
 @Suite("Retry after an authentication failure (R19-R21)")
 struct RetryDecisionTests {
-    struct Case: Sendable, CustomTestStringConvertible {
+    struct Input: CustomTestStringConvertible {
         var status: Int
         var sent: TokenState
-        var bodySaysExpired = false
-        var replaced = false
-        var retry: Bool
-        var reason: JwtErrorReason?
+        var bodySaysExpired: Bool
+        var replaced: Bool
+        var decision: RetryDecision {
+            RetryDecision(status: status, sentToken: sent, serverSaysExpired: bodySaysExpired, tokenReplaced: replaced)
+        }
         var testDescription: String {
-            "\(status) with \(sent)\(bodySaysExpired ? ", token_expired" : "")\(replaced ? ", replaced" : "")"
+            "\(status), \(sent)\(bodySaysExpired ? ", token_expired" : "")\(replaced ? ", replaced" : "")"
         }
     }
 
-    static let table: [Case] = [
-        // R19: 401
-        Case(status: 401, sent: .valid, retry: true, reason: .invalid),
-        Case(status: 401, sent: .expiredSoon, retry: true, reason: .invalid),
-        Case(status: 401, sent: .expired, retry: true, reason: .expired),
-        Case(status: 401, sent: .valid, bodySaysExpired: true, retry: true, reason: .expired),
-        Case(status: 401, sent: .notProvided, retry: true, reason: .notProvided),
-        // R19: the token was replaced while the request was in flight: retry at once, no handler.
-        Case(status: 401, sent: .valid, replaced: true, retry: true, reason: nil),
-        Case(status: 401, sent: .expired, bodySaysExpired: true, replaced: true, retry: true, reason: nil),
-        Case(status: 403, sent: .notProvided, replaced: true, retry: true, reason: nil),
-        // R20: 403 without a token
-        Case(status: 403, sent: .notProvided, retry: true, reason: .notProvided),
-        // R21: 403 with a valid token: no retry, no handler
-        Case(status: 403, sent: .valid, retry: false, reason: nil),
-        Case(status: 403, sent: .expiredSoon, retry: false, reason: nil),
-        // 403 with an expired token
-        Case(status: 403, sent: .expired, retry: true, reason: .expired),
-        // Anything else is not an authentication failure.
-        Case(status: 200, sent: .valid, retry: false, reason: nil),
-        Case(status: 400, sent: .notProvided, retry: false, reason: nil),
-        Case(status: 404, sent: .expired, retry: false, reason: nil),
-        Case(status: 429, sent: .valid, replaced: true, retry: false, reason: nil),
-        Case(status: 500, sent: .expired, bodySaysExpired: true, retry: false, reason: nil),
-    ]
-
-    @Test(arguments: table)
-    func decision(_ example: Case) {
-        let decision = RetryDecision(
-            status: example.status,
-            sentToken: example.sent,
-            serverSaysExpired: example.bodySaysExpired,
-            tokenReplaced: example.replaced
-        )
-        #expect(decision == RetryDecision(retry: example.retry, reason: example.reason))
-    }
-
-    @Test func everyStatusAndStateIsCovered() {
-        // Whatever the input, a decision never asks for the handler without a retry.
-        for status in 100...599 {
-            for state in TokenState.allCases {
-                for flags in [(false, false), (true, false), (false, true), (true, true)] {
-                    let decision = RetryDecision(
-                        status: status,
-                        sentToken: state,
-                        serverSaysExpired: flags.0,
-                        tokenReplaced: flags.1
-                    )
-                    if decision.reason != nil { #expect(decision.retry) }
-                    if status != 401 && status != 403 { #expect(decision == RetryDecision(retry: false, reason: nil)) }
-                }
+    static let every: [Input] = (100...599).flatMap { status in
+        TokenState.allCases.flatMap { sent in
+            [false, true].flatMap { body in
+                [false, true].map { Input(status: status, sent: sent, bodySaysExpired: body, replaced: $0) }
             }
         }
+    }
+
+    static func those(_ filter: (Input) -> Bool) -> [Input] { every.filter(filter) }
+
+    @Test func onlyAuthenticationFailuresAreRetriedOrCallTheHandler() {
+        for input in Self.those({ $0.status != 401 && $0.status != 403 }) {
+            #expect(input.decision == RetryDecision(retry: false, reason: nil), "\(input.testDescription)")
+        }
+    }
+
+    @Test func r19EveryUnauthorizedIsRetriedOnce() {
+        for input in Self.those({ $0.status == 401 }) { #expect(input.decision.retry, "\(input.testDescription)") }
+    }
+
+    @Test func r19AReplacedTokenIsRetriedAtOnceWithoutTheHandler() {
+        for input in Self.those({ $0.status == 401 && $0.replaced }) {
+            #expect(input.decision == RetryDecision(retry: true, reason: nil), "\(input.testDescription)")
+        }
+    }
+
+    @Test func r19TheHandlerHearsExpiredWhenTheBodyOrTheClockSaysSo() {
+        for input in Self.those({ $0.status == 401 && !$0.replaced }) {
+            let expected: JwtErrorReason =
+                input.sent == .notProvided
+                ? .notProvided : (input.bodySaysExpired || input.sent == .expired) ? .expired : .invalid
+            #expect(input.decision == RetryDecision(retry: true, reason: expected), "\(input.testDescription)")
+        }
+    }
+
+    @Test func r20AForbiddenWithoutATokenAsksForOneAndRetries() {
+        for input in Self.those({ $0.status == 403 && $0.sent == .notProvided }) {
+            let expected = RetryDecision(retry: true, reason: input.replaced ? nil : .notProvided)
+            #expect(input.decision == expected, "\(input.testDescription)")
+        }
+    }
+
+    @Test func r21AForbiddenWithAValidTokenNeverRetriesNorCallsTheHandler() {
+        // Not even when the token was replaced since: the scope, not the token, is wrong.
+        for input in Self.those({ $0.status == 403 && ($0.sent == .valid || $0.sent == .expiredSoon) }) {
+            #expect(input.decision == RetryDecision(retry: false, reason: nil), "\(input.testDescription)")
+        }
+    }
+
+    @Test func aForbiddenWithAnExpiredTokenAsksForANewOne() {
+        for input in Self.those({ $0.status == 403 && $0.sent == .expired }) {
+            let expected = RetryDecision(retry: true, reason: input.replaced ? nil : .expired)
+            #expect(input.decision == expected, "\(input.testDescription)")
+        }
+    }
+
+    @Test func theHandlerIsNeverCalledForARequestThatIsNotRetried() {
+        for input in Self.every where input.decision.reason != nil { #expect(input.decision.retry) }
     }
 
     @Test func description() {
