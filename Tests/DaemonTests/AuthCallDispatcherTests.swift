@@ -193,7 +193,7 @@ struct AuthCallDispatcherTests {
                     frames.append(String(decoding: frame.dropLast(), as: UTF8.self))
                     return frames.count
                 }
-                if count == 2 { throw Gone() }  // the client went away after two events
+                if count == 3 { throw Gone() }  // the client went away after the state and two events
             }
         }
         // Let the subscription register before events happen.
@@ -205,13 +205,14 @@ struct AuthCallDispatcherTests {
         }
         try await subscription.value
         let received = frames.withLock { $0 }
-        #expect(received.count == 2)
+        #expect(received.count == 3)
         #expect(received.first?.hasPrefix(#"{"continues":true,"parameters":{"event":{"#) == true)
-        #expect(received.first?.contains(#""kind":"tokenRefreshed""#) == true)
+        #expect(received.first?.contains(#""kind":"state""#) == true)
+        #expect(received.dropFirst().first?.contains(#""kind":"tokenRefreshed""#) == true)
         #expect(!received.joined().contains(token))
     }
 
-    @Test func aSubscribeCallEndedByItsConnectionClosingIsForgottenAndCountsAsFlushed() async throws {
+    @Test func aSubscribeCallEndedByItsConnectionClosingIsForgottenAndCountsAsDropped() async throws {
         let directory = try TemporaryDirectory(prefix: "authd-dispatch")
         defer { directory.remove() }
         let store = try TokenStore(
@@ -234,15 +235,19 @@ struct AuthCallDispatcherTests {
             ) { frame in frames.withLock { $0.append(String(decoding: frame.dropLast(), as: UTF8.self)) } }
         }
         while await service.summaries().first?.subscribers != 1 { try await Task.sleep(for: .milliseconds(5)) }
+        let started = ContinuousClock.now
         let clearing = Task { try await service.clear(try AppGroup("shop"), cause: .anonymize) }
-        while frames.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+        while frames.withLock({ $0.count < 2 }) { try await Task.sleep(for: .milliseconds(5)) }
 
         subscription.cancel()  // what the transport does when the connection closes
         try await subscription.value
-        try await clearing.value
-        #expect(!logs.entries.contains { $0.message.contains("without every app's flush acknowledgement") })
+        // Finished by the subscription's end, not by the 10 s timeout; and not counted as flushed.
+        let result = try await clearing.value
+        #expect(ContinuousClock.now - started < .seconds(8))
+        #expect(result == ClearResult(asked: 1, unconfirmed: [UnconfirmedFlush(pid: 7, reason: .dropped)]))
+        #expect(logs.entries.contains { $0.message.contains("without every app's flush acknowledgement") })
         #expect(await service.summaries().first?.subscribers == 0)
         let received = frames.withLock { $0 }
-        #expect(received.count == 1 && received.first?.contains(#""kind":"flushRequested""#) == true)
+        #expect(received.count == 2 && received.last?.contains(#""kind":"flushRequested""#) == true)
     }
 }
