@@ -53,6 +53,8 @@ enum AuthCtlExit {
     static let usage = ExitCode(2)
     /// `get`, `preflight`: the group has no token, or it has expired.
     static let noToken = ExitCode(3)
+    /// `anonymize`, `stop`: the group is cleared, but some of its apps did not confirm their flush.
+    static let unconfirmedFlush = ExitCode(4)
     /// EX_UNAVAILABLE: exponea-authd is not reachable, or went away.
     static let unavailable = ExitCode(69)
     /// EX_NOPERM: this user may not use the daemon or the app group.
