@@ -248,7 +248,8 @@ struct DaemonMethodsTests {
     /// A subscription first gets where the group stands, so that an app that connects after a timer fired
     /// acts as one that was there (R13): the expiry that nobody heard is told again.
     @Test func aLateSubscriberIsToldTheStateAndTheExpiryItMissed() throws {
-        let session = try Session()
+        // A long lease: the claim below must not run out and send the jwtError again during the test.
+        let session = try Session(arguments: ["--refresh-lease", "60"])
         let token = TestJWT().token(expiringIn: 30, ids: ["registered": "late"])
         try session.app.call("SetToken", ["group": "shop", "token": token])
         #expect(try session.nextEvent() == "tokenRefreshed 1")
