@@ -169,6 +169,35 @@ struct AuthCallDispatcherTests {
         #expect(error == "com.exponea.Auth.PermissionDenied")
     }
 
+    /// authd.conf's RefreshLeaseSec= sets a group's own lease; other groups keep the daemon's.
+    @Test func aGroupsOwnRefreshLeaseComesFromTheConfiguration() async throws {
+        let policy = try AccessPolicy(
+            files: [
+                (
+                    "authd.conf",
+                    "[AppGroup]\nName=shop\nUsers=1000\nRefreshLeaseSec=0.5\n[AppGroup]\nName=news\nUsers=1000\n"
+                )
+            ],
+            users: SystemUserDatabase()
+        )
+        let fixture = try Fixture(access: AccessControl(policy: policy))
+        func claim(_ group: String) async throws -> [String: Any] {
+            let replies = try await fixture.call(
+                #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"\#(group)","generation":0}}"#)
+            return replies.first?["parameters"] as? [String: Any] ?? [:]
+        }
+        #expect(try await claim("shop")["leaseMs"] as? Int == 500)
+        #expect(try await claim("news")["leaseMs"] as? Int == 5000)
+        // The short lease runs out: the claim is free again.
+        let deadline = ContinuousClock.now + .seconds(10)
+        var granted = false
+        while !granted && ContinuousClock.now < deadline {
+            granted = try await claim("shop")["granted"] as? Bool == true
+            if !granted { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(granted)
+    }
+
     @Test func onewayCallsRunWithoutAReply() async throws {
         let fixture = try Fixture()
         let replies = try await fixture.call(

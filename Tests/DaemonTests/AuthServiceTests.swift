@@ -160,21 +160,27 @@ struct AuthServiceTests {
     @Test func authFailuresFollowTheRetryRules() async throws {
         let fixture = try Fixture()
         let service = fixture.service
-        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
-        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        let first = fixture.token(expiringIn: 3600)
+        _ = try await service.setToken(first, for: fixture.shop)
+        _ = try await service.setToken(first, for: fixture.shop)
+        // The same token again (generation 2) replaced nothing: a 401 with it calls the handler (R19).
+        let same = await service.reportAuthFailure(
+            fixture.shop, status: 401, sentGeneration: 1, serverSaysExpired: false)
+        #expect(same == RetryDecision(retry: true, reason: .invalid))
+        _ = try await service.setToken(fixture.token(expiringIn: 3600, ids: ["registered": "bob"]), for: fixture.shop)
 
-        // The request carried generation 1, but 2 is current: retry at once, no handler.
+        // The request carried generation 1, but another token is current: retry at once, no handler.
         let replaced = await service.reportAuthFailure(
             fixture.shop, status: 401, sentGeneration: 1, serverSaysExpired: false)
         #expect(replaced == RetryDecision(retry: true, reason: nil))
         let invalid = await service.reportAuthFailure(
-            fixture.shop, status: 401, sentGeneration: 2, serverSaysExpired: false)
+            fixture.shop, status: 401, sentGeneration: 3, serverSaysExpired: false)
         #expect(invalid == RetryDecision(retry: true, reason: .invalid))
         let expired = await service.reportAuthFailure(
-            fixture.shop, status: 401, sentGeneration: 2, serverSaysExpired: true)
+            fixture.shop, status: 401, sentGeneration: 3, serverSaysExpired: true)
         #expect(expired == RetryDecision(retry: true, reason: .expired))
         let scope = await service.reportAuthFailure(
-            fixture.shop, status: 403, sentGeneration: 2, serverSaysExpired: false)
+            fixture.shop, status: 403, sentGeneration: 3, serverSaysExpired: false)
         #expect(scope == RetryDecision(retry: false, reason: nil))
         // A request without a token, while there is one now: it was set since, so retry at once with it.
         let setSince = await service.reportAuthFailure(

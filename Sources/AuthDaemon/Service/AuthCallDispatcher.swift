@@ -166,11 +166,12 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let group = try permitted(parameters.group, caller)
             // Noted before the claim, so that a close racing the grant still ends it.
             claimants.insert(connection)
+            let lease = access.refreshLease(for: group) ?? service.refreshLease
             let granted = await service.claimRefresh(
                 group, generation: parameters.generation, holder: connection.rawValue,
-                renew: parameters.renew ?? false)
-            let lease = granted ? Int((service.refreshLease * 1000).rounded()) : nil
-            try replies.send(VarlinkReplyEncoder.reply(ClaimRefreshResult(granted: granted, leaseMs: lease)))
+                renew: parameters.renew ?? false, lease: lease)
+            let leaseMs = granted ? Int((lease * 1000).rounded()) : nil
+            try replies.send(VarlinkReplyEncoder.reply(ClaimRefreshResult(granted: granted, leaseMs: leaseMs)))
 
         case .releaseRefresh:
             let parameters = try call.parameters(ReleaseRefreshParameters.self)

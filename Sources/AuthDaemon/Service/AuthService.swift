@@ -234,25 +234,28 @@ public actor AuthService {
     ///   - holder: The connection that asks (see ``connectionClosed(_:)``); nil for a caller without one.
     ///   - renew: The holder extends its claim by another lease, for a fetch that takes long. A claim held by
     ///     someone else is still refused; a free one is granted.
-    public func claimRefresh(_ group: AppGroup, generation: UInt64, holder: UInt64? = nil, renew: Bool = false)
-        -> Bool
-    {
+    ///   - lease: The group's own lease (authd.conf), instead of ``refreshLease``.
+    public func claimRefresh(
+        _ group: AppGroup, generation: UInt64, holder: UInt64? = nil, renew: Bool = false, lease: TimeInterval? = nil
+    ) -> Bool {
+        let lease = lease ?? refreshLease
         var state = groups[group] ?? GroupState()
         guard generation >= state.generation else { return false }
         let instant = now()
         if let claim = state.refreshClaim, claim.generation == generation, claim.until > instant {
             guard renew, holder != nil, claim.holder == holder else { return false }
-            state.refreshClaim?.until = instant.addingTimeInterval(refreshLease)
+            state.refreshClaim?.until = instant.addingTimeInterval(lease)
             groups[group] = state
             return true
         }
         if let old = state.refreshClaim { forgetClaim(group, of: old.holder) }
         let claim = GroupState.RefreshClaim(
-            id: makeID(), generation: generation, holder: holder, until: instant.addingTimeInterval(refreshLease))
+            id: makeID(), generation: generation, holder: holder, lease: lease,
+            until: instant.addingTimeInterval(lease))
         state.refreshClaim = claim
         groups[group] = state
         if let holder { claimsByHolder[holder, default: []].insert(group) }
-        endLease(of: group, claim: claim.id, after: refreshLease)
+        endLease(of: group, claim: claim.id, after: lease)
         return true
     }
 
@@ -280,8 +283,7 @@ public actor AuthService {
 
     /// Arms the timer of a claim's lease: when it runs out, unless renewed, the claim ends.
     private func endLease(of group: AppGroup, claim id: UInt64, after seconds: TimeInterval) {
-        // At most one lease: a wall clock set back must not stretch it.
-        let wait = Duration.milliseconds(Int64((min(max(seconds, 0), refreshLease) * 1000).rounded(.up)))
+        let wait = Duration.milliseconds(Int64((max(seconds, 0) * 1000).rounded(.up)))
         Task { [weak self] in
             try? await Task.sleep(for: wait)
             await self?.leaseTimerFired(group, claim: id)
@@ -292,7 +294,8 @@ public actor AuthService {
         guard let claim = groups[group]?.refreshClaim, claim.id == id else { return }
         let left = claim.until.timeIntervalSince(now())
         if left > 0 {
-            endLease(of: group, claim: id, after: left)  // renewed meanwhile
+            // Renewed meanwhile. At most one lease: a wall clock set back must not stretch it.
+            endLease(of: group, claim: id, after: min(left, claim.lease))
             return
         }
         endClaim(group, resend: true, why: "its lease ran out")

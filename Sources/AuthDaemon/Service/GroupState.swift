@@ -124,6 +124,8 @@ struct GroupState {
         var generation: UInt64
         /// The connection that holds it; the claim ends when it closes. Nil for a caller without one.
         var holder: UInt64?
+        /// How long the lease is: the group's own, or the daemon's.
+        var lease: TimeInterval
         /// When the lease ends unless renewed.
         var until: Date
     }
