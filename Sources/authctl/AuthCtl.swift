@@ -14,7 +14,7 @@ struct AuthCtl: AsyncParsableCommand {
 
             Exit status: 0 success; 1 an error, which standard error explains; 2 a wrong command \
             line; 3 no usable token (get, preflight); 4 an app did not confirm its flush (anonymize, \
-            stop: the group is cleared all the same); 69 exponea-authd is not reachable; 77 this user \
+            stop); 69 exponea-authd is not reachable; 77 this user \
             may not use the daemon or the app group.
 
             Shell completions: authctl --generate-completion-script bash (or zsh, fish).

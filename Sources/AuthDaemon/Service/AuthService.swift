@@ -560,10 +560,11 @@ public actor AuthService {
         // The actor may have run other calls during the write, but none wrote this group: read it again.
         state = groups[group] ?? GroupState()
         let replaced = token?.compact != state.token?.compact
+        let since = replaced ? record.generation : state.tokenSince
         state.token = token
         state.customerIds = customerIds
         state.generation = record.generation
-        if replaced { state.tokenSince = record.generation }
+        state.tokenSince = since
         state.changedAt = record.changedAt
         if let claim = state.refreshClaim { forgetClaim(group, of: claim.holder) }
         state.refreshClaim = nil

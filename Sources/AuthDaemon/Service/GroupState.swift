@@ -13,9 +13,6 @@ struct GroupState {
     var customerIds: [String: String] = [:]
     /// Grows on every change of token or identity, never goes back while the daemon runs.
     var generation: UInt64 = 0
-    /// The generation at which the current token (or its absence) was set: a set of the same token again,
-    /// or a change of identity alone, leaves it (R19: the token was replaced only when it is another token).
-    var tokenSince: UInt64 = 0
     var changedAt: Date = .distantPast
     private var activity: ActivityBox?
 
@@ -26,7 +23,6 @@ struct GroupState {
         self.token = token
         self.customerIds = customerIds
         self.generation = generation
-        self.tokenSince = generation
         self.changedAt = changedAt
     }
 
@@ -37,6 +33,7 @@ struct GroupState {
         var refreshClaim: RefreshClaim?
         var lastJwtError: [JwtErrorKey: Date] = [:]
         var pendingJwtError: JwtErrorKey?
+        var tokenSince: UInt64?
         var pendingFlush: PendingFlush?
         var writing = false
         var waitingToWrite: [CheckedContinuation<Void, Never>] = []
@@ -70,6 +67,20 @@ struct GroupState {
         get { inUse.waiters }
         _modify { yield &inUse.waiters }
     }
+    /// The generation at which the current token (or its absence) was stored: a set of the same token again,
+    /// or a change of identity alone, leaves it (R19: the token was replaced only when it is another token).
+    /// Kept out of line, as it differs from ``generation`` only after such a set: an idle group stays small.
+    var tokenSince: UInt64 {
+        get { activity?.value.tokenSince ?? generation }
+        set {
+            if newValue != generation {
+                inUse.tokenSince = newValue
+            } else if activity != nil {
+                inUse.tokenSince = nil
+            }
+        }
+    }
+
     /// The refresh claim: who holds it, for which generation, until when.
     var refreshClaim: RefreshClaim? {
         get { inUse.refreshClaim }
