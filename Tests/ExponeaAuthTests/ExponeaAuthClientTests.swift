@@ -143,6 +143,24 @@ struct ExponeaAuthClientTests {
         #expect(calls.all == [JwtErrorContext(reason: .expiredSoon, customerIds: ["registered": "eve"])])
     }
 
+    /// Issue 17: a token entered its last minute while the daemon was down. The start-up expiry reached no
+    /// app (none was connected); the app that connects after the start still runs its handler.
+    @Test func anAppThatConnectsAfterADaemonRestartStillHearsTheStartUpExpiry() async throws {
+        let daemon = try DaemonUnderTest()
+        let setter = AuthDaemonClient(socketPath: daemon.socketPath)
+        _ = try await setter.setToken(TestJWT().token(expiringIn: 30, ids: ["registered": "fay"]), group: "shop")
+        daemon.stop()
+        try daemon.start()
+
+        let auth = daemon.client()
+        defer { auth.close() }
+        let calls = Recorder<JwtErrorContext>()
+        auth.setJwtErrorHandler { context in calls.append(context) }
+        #expect(await calls.waitFor(count: 1))
+        // Within the wait, only the replay can bring it: the token's next timer (expired) is 30 s away.
+        #expect(calls.all == [JwtErrorContext(reason: .expiredSoon, customerIds: ["registered": "fay"])])
+    }
+
     /// A handler registered after the group's jwtError came still gets it (the library's own replay).
     @Test func aHandlerRegisteredAfterTheJwtErrorStillRuns() async throws {
         let daemon = try DaemonUnderTest()

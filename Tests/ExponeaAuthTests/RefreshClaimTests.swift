@@ -36,6 +36,7 @@ struct RefreshClaimTests {
         let others = apps.filter { $0 !== holder }
         #expect(await eventually(timeout: .seconds(1)) { others.count("handler expiredSoon") == 1 })
         #expect(ContinuousClock.now - killed < .seconds(1))
+        print("RefreshClaim, expiry: another app's handler ran \(ContinuousClock.now - killed) after the kill")
 
         let next = try #require(others.printing("handler").first)
         next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
@@ -62,6 +63,7 @@ struct RefreshClaimTests {
         let others = apps.filter { $0 !== holder }
         #expect(await eventually(timeout: .seconds(1)) { others.count("handler invalid") == 1 })
         #expect(ContinuousClock.now - killed < .seconds(1))
+        print("RefreshClaim, revoke: another app's handler ran \(ContinuousClock.now - killed) after the kill")
 
         let next = try #require(others.printing("handler").first)
         next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
@@ -87,6 +89,7 @@ struct RefreshClaimTests {
 
         #expect(await eventually(timeout: .seconds(5)) { apps.count("handler expiredSoon") == 2 })
         let replacedAfter = ContinuousClock.now - claimed
+        print("RefreshClaim, hung claimant: replaced \(replacedAfter) after its claim (lease 1.5 s)")
         #expect(replacedAfter >= .seconds(1.2))  // the lease, less the barrier's polling
         #expect(replacedAfter < .seconds(3.5))
         #expect(holder.lines("handler").count == 1)
