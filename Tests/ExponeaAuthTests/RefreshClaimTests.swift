@@ -12,8 +12,8 @@ struct RefreshClaimTests {
     let signer = TestJWT()
 
     /// Starts `count` apps and waits until each is subscribed.
-    func apps(_ count: Int, on daemon: DaemonUnderTest) async throws -> [AppProcess] {
-        let apps = try (0..<count).map { try AppProcess("app\($0)", daemon: daemon) }
+    func apps(_ count: Int, on daemon: DaemonUnderTest, sync: Bool = false) async throws -> [AppProcess] {
+        let apps = try (0..<count).map { try AppProcess("app\($0)", daemon: daemon, sync: sync) }
         #expect(try await daemon.waitForSubscribers(count))
         return apps
     }
@@ -74,6 +74,26 @@ struct RefreshClaimTests {
         }
         for app in others where app !== requester { app.send("request") }
         #expect(await eventually { others.allSatisfy { $0.lines("response") == ["response 200"] } })
+        #expect(others.count("handler") == 1)
+    }
+
+    /// The SDK's handler shape (it returns at once and fetches in a task of its own) holds its claim on a
+    /// connection of its own too: killed inside that fetch, it is replaced within a second.
+    @Test func aHandlerThatFetchesInATaskOfItsOwnIsReplacedWhenKilled() async throws {
+        let daemon = try DaemonUnderTest(arguments: ["--refresh-lease", "60"])
+        let apps = try await apps(3, on: daemon, sync: true)
+        try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
+        #expect(await eventually { apps.count("handler expiredSoon") == 1 })
+        let holder = try #require(apps.printing("handler").first)
+
+        let killed = ContinuousClock.now
+        holder.kill()
+        let others = apps.filter { $0 !== holder }
+        #expect(await eventually(timeout: .seconds(1)) { others.count("handler expiredSoon") == 1 })
+        #expect(ContinuousClock.now - killed < .seconds(1))
+        let next = try #require(others.printing("handler").first)
+        next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
+        #expect(await eventually { others.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
         #expect(others.count("handler") == 1)
     }
 
