@@ -195,6 +195,15 @@ let package = Package(
             path: "Tests/authd-store-writer"
         ),
         .executableTarget(
+            name: "authd-test-app",
+            dependencies: [
+                "AuthCore",
+                "ExponeaAuth",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/authd-test-app"
+        ),
+        .executableTarget(
             name: "authd-listen-probe",
             dependencies: ["Systemd"],
             path: "Tests/authd-listen-probe"
@@ -248,6 +257,7 @@ let package = Package(
             dependencies: [
                 "AuthTestKit",
                 "ExponeaAuth",
+                "authd-test-app",
                 "exponea-authd",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),

@@ -67,6 +67,7 @@ public struct Daemon: Sendable {
         environment: [String: String],
         configurationDirectory: String = defaultConfigurationDirectory,
         flushTimeout: Duration = .seconds(2),
+        refreshLease: TimeInterval = AuthService.defaultRefreshLease,
         maximumConnections: Int = defaultMaximumConnections,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
@@ -117,7 +118,8 @@ public struct Daemon: Sendable {
             )
         }
         service = AuthService(
-            store: store, records: records, flushTimeout: flushTimeout, timer: timer, logger: logger)
+            store: store, records: records, refreshLease: refreshLease, flushTimeout: flushTimeout, timer: timer,
+            logger: logger)
         let groupCount = records.count
         records = []
         // Reading the records left free memory in the arenas of the threads that read them (about 5 MiB with

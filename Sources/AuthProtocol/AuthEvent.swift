@@ -13,6 +13,9 @@ public struct AuthEvent: Codable, Hashable, Sendable {
         case flushRequested
         /// The group's token and identity are gone: see ``AuthEvent/cause``.
         case cleared
+        /// Where the group stands, sent first on every subscription: ``AuthEvent/tokenState`` and
+        /// ``AuthEvent/refreshClaimed``. A jwtError the group still waits on follows it.
+        case state
         /// A kind this version does not know.
         case unknown(String)
 
@@ -22,6 +25,7 @@ public struct AuthEvent: Codable, Hashable, Sendable {
             case "jwtError": self = .jwtError
             case "flushRequested": self = .flushRequested
             case "cleared": self = .cleared
+            case "state": self = .state
             default: self = .unknown(rawValue)
             }
         }
@@ -32,6 +36,7 @@ public struct AuthEvent: Codable, Hashable, Sendable {
             case .jwtError: "jwtError"
             case .flushRequested: "flushRequested"
             case .cleared: "cleared"
+            case .state: "state"
             case .unknown(let value): value
             }
         }
@@ -58,6 +63,10 @@ public struct AuthEvent: Codable, Hashable, Sendable {
     public var flushId: String?
     /// cleared: `anonymize`, `stopIntegration` or `clearLocalCustomerData`.
     public var cause: String?
+    /// state: where the group's token stands (`notProvided` when it has none).
+    public var tokenState: TokenState?
+    /// state: whether an app holds the claim to refresh the current token.
+    public var refreshClaimed: Bool?
 
     public init(
         kind: Kind,
@@ -66,7 +75,9 @@ public struct AuthEvent: Codable, Hashable, Sendable {
         reason: JwtErrorReason? = nil,
         customerIds: [String: String]? = nil,
         flushId: String? = nil,
-        cause: String? = nil
+        cause: String? = nil,
+        tokenState: TokenState? = nil,
+        refreshClaimed: Bool? = nil
     ) {
         self.kind = kind
         self.group = group
@@ -75,6 +86,8 @@ public struct AuthEvent: Codable, Hashable, Sendable {
         self.customerIds = customerIds
         self.flushId = flushId
         self.cause = cause
+        self.tokenState = tokenState
+        self.refreshClaimed = refreshClaimed
     }
 }
 

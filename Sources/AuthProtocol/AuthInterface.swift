@@ -22,6 +22,7 @@ public enum AuthInterface {
         case subscribe = "Subscribe"
         case acknowledgeFlush = "AcknowledgeFlush"
         case claimRefresh = "ClaimRefresh"
+        case releaseRefresh = "ReleaseRefresh"
         case listGroups = "ListGroups"
 
         /// The fully qualified name, such as `com.exponea.Auth.GetToken`.

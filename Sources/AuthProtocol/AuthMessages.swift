@@ -166,16 +166,81 @@ public struct AcknowledgeFlushParameters: Codable, Hashable, Sendable {
 public struct ClaimRefreshParameters: Codable, Hashable, Sendable {
     public var group: String
     public var generation: UInt64
-    public init(group: String, generation: UInt64) {
+    /// Extends the lease of a claim this connection already holds, for a fetch that takes long; without it,
+    /// a claim already held, even by this connection, is refused.
+    public var renew: Bool?
+    public init(group: String, generation: UInt64, renew: Bool? = nil) {
         self.group = group
         self.generation = generation
+        self.renew = renew
     }
 }
 
 /// ClaimRefresh's result.
 public struct ClaimRefreshResult: Codable, Hashable, Sendable {
     public var granted: Bool
-    public init(granted: Bool) { self.granted = granted }
+    /// When granted: how long the claim holds, in milliseconds, unless renewed, released, or ended by a new
+    /// token or the holder's connection closing.
+    public var leaseMs: Int?
+    public init(granted: Bool, leaseMs: Int? = nil) {
+        self.granted = granted
+        self.leaseMs = leaseMs
+    }
+}
+
+/// ReleaseRefresh's parameters.
+public struct ReleaseRefreshParameters: Codable, Hashable, Sendable {
+    public var group: String
+    public var generation: UInt64
+    public init(group: String, generation: UInt64) {
+        self.group = group
+        self.generation = generation
+    }
+}
+
+/// ReleaseRefresh's result.
+public struct ReleaseRefreshResult: Codable, Hashable, Sendable {
+    /// Whether this connection held the claim and gave it up; false when it held none (a token was set
+    /// meanwhile, the lease ended, or another app holds it).
+    public var released: Bool
+    public init(released: Bool) { self.released = released }
+}
+
+/// An app that did not confirm its flush before Anonymize or StopIntegration cleared the group.
+public struct UnconfirmedFlush: Codable, Hashable, Sendable {
+    /// Why the flush was not confirmed.
+    public enum Reason: String, Codable, Hashable, Sendable {
+        /// The app did not acknowledge within the daemon's flush timeout.
+        case timedOut
+        /// The app's subscription ended before it acknowledged (it exited, crashed, or fell behind).
+        case dropped
+    }
+
+    /// The process that held the subscription.
+    public var pid: Int32
+    /// Why it did not confirm.
+    public var reason: Reason
+    public init(pid: Int32, reason: Reason) {
+        self.pid = pid
+        self.reason = reason
+    }
+}
+
+/// Anonymize's and StopIntegration's result: the group is cleared either way (the user asked to forget the
+/// customer); `unconfirmed` lists the subscriptions whose flush was not confirmed, empty when every app of the
+/// group confirmed.
+public struct ClearResult: Codable, Hashable, Sendable {
+    /// How many subscriptions were asked to flush.
+    public var asked: Int
+    /// The ones that did not confirm.
+    public var unconfirmed: [UnconfirmedFlush]
+    public init(asked: Int, unconfirmed: [UnconfirmedFlush]) {
+        self.asked = asked
+        self.unconfirmed = unconfirmed
+    }
+
+    /// Whether every app asked confirmed its flush.
+    public var confirmed: Bool { unconfirmed.isEmpty }
 }
 
 /// One group in ListGroups' result.
@@ -204,7 +269,7 @@ public struct ListGroupsResult: Codable, Hashable, Sendable {
     public init(groups: [GroupSummary]) { self.groups = groups }
 }
 
-/// The empty result of Anonymize, StopIntegration, ClearLocalCustomerData and AcknowledgeFlush, and the empty
+/// The empty result of ClearLocalCustomerData and AcknowledgeFlush, and the empty
 /// parameters of ListGroups.
 public struct EmptyPayload: Codable, Hashable, Sendable {
     public init() {}

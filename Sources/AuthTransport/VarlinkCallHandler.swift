@@ -1,11 +1,41 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
+import Synchronization
+
+/// One accepted connection, told apart from every other the server accepts while the process runs: what a
+/// handler keys state by that lives as long as the connection (a refresh claim), so that
+/// ``VarlinkCallHandler/connectionClosed(_:)`` can end it.
+public struct VarlinkConnectionID: Hashable, Sendable, CustomStringConvertible {
+    /// A number no other connection of this process has had.
+    public let rawValue: UInt64
+
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// A new identity, never handed out before in this process.
+    public static func next() -> VarlinkConnectionID {
+        VarlinkConnectionID(rawValue: counter.add(1, ordering: .relaxed).newValue)
+    }
+
+    private static let counter = Atomic<UInt64>(0)
+
+    public var description: String { "connection \(rawValue)" }
+}
 
 /// Handles the calls that arrive on a connection, one after another, in order.
 public protocol VarlinkCallHandler: Sendable {
     /// Handles one call: sends no reply (`oneway`), one, or several (`more`) through `replies`, which may be
     /// kept and used from elsewhere until the call returns.
     func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async
+
+    /// Handles one call made on `connection`. The server calls this one; the default passes the call on to
+    /// ``handle(_:from:replies:)``, for handlers that keep nothing per connection.
+    func handle(
+        _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+    ) async
+
+    /// `connection` is closed and none of its calls runs any more: called once, after its last call returned,
+    /// so that what the connection held (a refresh claim) ends with it. The default does nothing.
+    func connectionClosed(_ connection: VarlinkConnectionID) async
 
     /// The whole reply to `call` when it can be given at once without waiting (a read of state held in
     /// memory), or nil to have the call go through ``handle(_:from:send:)``. Called on the connection's event
@@ -16,6 +46,14 @@ public protocol VarlinkCallHandler: Sendable {
 
 extension VarlinkCallHandler {
     public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? { nil }
+
+    public func handle(
+        _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+    ) async {
+        await handle(call, from: peer, replies: replies)
+    }
+
+    public func connectionClosed(_ connection: VarlinkConnectionID) async {}
 
     /// Handles one call whose replies go to `send`, each a framed message.
     public func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async {
@@ -50,6 +88,12 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
     }
 
     public func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+        await handle(call, from: peer, connection: .next(), replies: replies)
+    }
+
+    public func handle(
+        _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+    ) async {
         let reply = call.oneway ? VarlinkReplies.discarded : replies
         do {
             guard !call.upgrade else { throw VarlinkError.methodNotImplemented(call.method) }
@@ -57,7 +101,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
             if interface == VarlinkService.name {
                 try serviceCall(call, reply)
             } else if let served = interfaces[interface] {
-                await served.handler.handle(call, from: peer, replies: replies)
+                await served.handler.handle(call, from: peer, connection: connection, replies: replies)
             } else {
                 throw VarlinkError.interfaceNotFound(interface)
             }
@@ -66,6 +110,10 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         } catch {
             // The connection is gone.
         }
+    }
+
+    public func connectionClosed(_ connection: VarlinkConnectionID) async {
+        for served in interfaces.values { await served.handler.connectionClosed(connection) }
     }
 
     public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {

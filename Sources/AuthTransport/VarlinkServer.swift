@@ -135,9 +135,14 @@ public final class VarlinkServer: Sendable {
                 activity: activity,
                 logger: logger
             )
+            let identity = VarlinkConnectionID.next()
             let calls = Task { [handler] in
                 await Self.serve(
-                    messages, from: peer, on: channel, activity: activity, replies: replies, handler: handler)
+                    messages, from: peer, connection: identity, on: channel, activity: activity, replies: replies,
+                    handler: handler)
+                // After the last call returned: nothing the connection holds can be taken again by a call still
+                // running.
+                await handler.connectionClosed(identity)
             }
             channel.closeFuture.whenComplete { _ in calls.cancel() }
             let idleNanoseconds = Int64(configuration.idleTimeout / .nanoseconds(1))
@@ -164,6 +169,7 @@ public final class VarlinkServer: Sendable {
     private static func serve(
         _ messages: AsyncStream<VarlinkCall?>,
         from peer: PeerCredentials,
+        connection: VarlinkConnectionID,
         on channel: any Channel,
         activity: ConnectionActivity,
         replies: VarlinkReplies,
@@ -181,7 +187,7 @@ public final class VarlinkServer: Sendable {
                 try? replies.send(VarlinkReplyEncoder.error(.invalidParameter("method")))
                 continue
             }
-            await handler.handle(call, from: peer, replies: replies)
+            await handler.handle(call, from: peer, connection: connection, replies: replies)
         }
         // No more calls will come (the peer shut down its side): close once the replies are written.
         try? await channel.writeAndFlush(ByteBuffer()).get()

@@ -110,16 +110,22 @@ public actor AuthDaemonClient {
     // MARK: Clearing
 
     /// Asks the group's apps to flush, then clears token and identity; returns when done (R8).
-    public func anonymize(group: String) async throws(AuthClientError) {
-        let _: EmptyPayload = try await call("Anonymize", GroupParameters(group: group))
+    ///
+    /// - Returns: How many apps were asked to flush and which did not confirm within the daemon's bound
+    ///   (the group is cleared either way).
+    @discardableResult
+    public func anonymize(group: String) async throws(AuthClientError) -> ClearResult {
+        try await call("Anonymize", GroupParameters(group: group))
     }
 
     /// As ``anonymize(group:)``, when the integration stops (R8).
-    public func stopIntegration(group: String) async throws(AuthClientError) {
-        let _: EmptyPayload = try await call("StopIntegration", GroupParameters(group: group))
+    @discardableResult
+    public func stopIntegration(group: String) async throws(AuthClientError) -> ClearResult {
+        try await call("StopIntegration", GroupParameters(group: group))
     }
 
-    /// Clears the whole group's local customer data, telling every app of it; returns when done (R9).
+    /// The wipe: clears the whole group's local customer data at once, without a flush, telling every app of
+    /// it to drop its own, unsent events included; returns when done (R9).
     public func clearLocalCustomerData(group: String) async throws(AuthClientError) {
         let _: EmptyPayload = try await call("ClearLocalCustomerData", GroupParameters(group: group))
     }
@@ -131,10 +137,39 @@ public actor AuthDaemonClient {
     }
 
     /// Asks to be the one app that refreshes the group's token of `generation` (R28).
+    ///
+    /// The claim belongs to the connection the call went on, one of this client's pool: it ends when that
+    /// connection closes. Use ``holdRefreshClaim(group:generation:)`` to hold a claim for a fetch.
     public func claimRefresh(group: String, generation: UInt64) async throws(AuthClientError) -> Bool {
         let result: ClaimRefreshResult = try await call(
             "ClaimRefresh", ClaimRefreshParameters(group: group, generation: generation))
         return result.granted
+    }
+
+    /// Asks to be the one app that refreshes the group's token of `generation` (R28), on a connection of the
+    /// claim's own that lives as long as the claim: if this process exits or crashes, the daemon ends the
+    /// claim at once and another app refreshes.
+    ///
+    /// - Returns: The claim, or nil when another app holds it or the generation was already refreshed.
+    public nonisolated func holdRefreshClaim(group: String, generation: UInt64) async throws(AuthClientError)
+        -> RefreshClaim?
+    {
+        let connection = try await connectWithinBound()
+        do {
+            let message = try Self.encode(
+                "com.exponea.Auth.ClaimRefresh", ClaimRefreshParameters(group: group, generation: generation))
+            let result: ClaimRefreshResult = try Self.decode(try await connection.call(message))
+            guard result.granted else {
+                connection.close()
+                return nil
+            }
+            return RefreshClaim(
+                group: group, generation: generation, lease: .milliseconds(result.leaseMs ?? 0),
+                connection: connection)
+        } catch {
+            connection.close()
+            throw error
+        }
     }
 
     /// The groups this user may use.
@@ -204,7 +239,7 @@ public actor AuthDaemonClient {
         idle.append(connection)
     }
 
-    private func connectWithinBound() async throws(AuthClientError) -> VarlinkConnection {
+    private nonisolated func connectWithinBound() async throws(AuthClientError) -> VarlinkConnection {
         let deadline = ContinuousClock.now + unavailableBound
         while true {
             do {

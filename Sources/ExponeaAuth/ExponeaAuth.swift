@@ -34,7 +34,8 @@ public struct JwtErrorContext: Hashable, Sendable {
 
 // The daemon's wire types, for callers of ``AuthDaemonClient``.
 
-/// Something that happened to an app group: `tokenRefreshed`, `jwtError`, `flushRequested` or `cleared`.
+/// Something that happened to an app group: `tokenRefreshed`, `jwtError`, `flushRequested`, `cleared`, or
+/// `state` (where the group stands, first on every subscription).
 public typealias AuthEvent = AuthProtocol.AuthEvent
 /// One app group as `ListGroups` shows it.
 public typealias GroupSummary = AuthProtocol.GroupSummary
@@ -52,5 +53,9 @@ public typealias PreflightResult = AuthProtocol.PreflightResult
 public typealias ReportAuthFailureResult = AuthProtocol.ReportAuthFailureResult
 /// `WaitForToken`'s result.
 public typealias WaitForTokenResult = AuthProtocol.WaitForTokenResult
+/// `Anonymize`'s and `StopIntegration`'s result: the apps asked to flush, and those that did not confirm.
+public typealias ClearResult = AuthProtocol.ClearResult
+/// An app that did not confirm its flush before the group was cleared, and why.
+public typealias UnconfirmedFlush = AuthProtocol.UnconfirmedFlush
 /// What `org.varlink.service.GetInfo` says about the daemon.
 public typealias DaemonInfo = AuthProtocol.VarlinkService.Info

@@ -40,12 +40,27 @@ public final class ExponeaAuthClient: Sendable {
     private let logger: Logger
 
     private struct State {
-        var jwtErrorHandler: (@Sendable (JwtErrorContext) async -> Void)?
+        var jwtErrorHandler: JwtErrorHandler?
         var flushHandler: (@Sendable () async -> Void)?
         var customerTokenProvider: (@Sendable () async -> String?)?
         var coalescesRefresh = true
         var reportedMissingProvider = false
         var subscription: Task<Void, Never>?
+        /// The last jwtError of the group, while no newer token came, and whether a handler was given it:
+        /// a handler registered later gets it then (the same replay a late subscription gets from the
+        /// daemon).
+        var pendingJwtError: (event: AuthEvent, handled: Bool)?
+        /// The refresh claim this app holds, while its handler fetches.
+        var claim: RefreshClaim?
+        /// The generations this app's handler is still working on: the app does not claim them again.
+        var refreshing: Set<UInt64> = []
+    }
+
+    /// A registered JWT error handler, and whether its return means the fetch has ended.
+    private struct JwtErrorHandler {
+        var run: @Sendable (JwtErrorContext) async -> Void
+        /// The handler awaits its fetch: when it returns without a token, the claim is released at once.
+        var awaitsFetch: Bool
     }
 
     /// Connects to the daemon and subscribes to `group`'s events.
@@ -69,8 +84,9 @@ public final class ExponeaAuthClient: Sendable {
         self.retryWait = retryWait
         self.logger = logger
         let forward: @Sendable (AuthEvent) async -> Void = { [weak self] event in await self?.handle(event) }
+        let dropped: @Sendable () async -> Void = { [weak self] in self?.endClaim(before: .max) }
         let subscription = Task { [daemon, group, logger] in
-            await Self.followEvents(of: group, from: daemon, logger: logger, forward)
+            await Self.followEvents(of: group, from: daemon, logger: logger, forward, dropped: dropped)
         }
         state.withLock { $0.subscription = subscription }
     }
@@ -101,8 +117,27 @@ public final class ExponeaAuthClient: Sendable {
 
     /// Registers the handler that fetches a new token, called on the main actor (R10, R12). Register it
     /// before setting the first token so the proactive timer can reach it.
+    ///
+    /// A handler that starts its fetch in a task of its own returns before the token is set: the app keeps
+    /// the refresh claim until a token is set, the app exits, or the daemon's lease runs out. Register with
+    /// ``setAsyncJwtErrorHandler(_:)`` instead to let the claim go as soon as a fetch fails. A jwtError that
+    /// came before the handler was registered is handed to it at once.
     public func setJwtErrorHandler(_ handler: @escaping @MainActor @Sendable (JwtErrorContext) -> Void) {
-        state.withLock { $0.jwtErrorHandler = { context in await handler(context) } }
+        register(JwtErrorHandler(run: { context in await handler(context) }, awaitsFetch: false))
+    }
+
+    /// Registers the handler that fetches a new token and sets it before it returns, called on the main
+    /// actor (R10, R12). When it returns without a token having been set (the fetch failed), the app gives
+    /// up its refresh claim at once, so that the next jwtError is claimed without waiting for the lease.
+    ///
+    /// ```swift
+    /// auth.setAsyncJwtErrorHandler { context in
+    ///     guard let token = try? await backend.fetchJwt(for: context.customerIds) else { return }
+    ///     try? await auth.setSdkAuthToken(token)
+    /// }
+    /// ```
+    public func setAsyncJwtErrorHandler(_ handler: @escaping @MainActor @Sendable (JwtErrorContext) async -> Void) {
+        register(JwtErrorHandler(run: { context in await handler(context) }, awaitsFetch: true))
     }
 
     /// Registers the handler that fetches a new token, called isolated to `actor` (for example one with the
@@ -111,7 +146,38 @@ public final class ExponeaAuthClient: Sendable {
         on actor: Isolation,
         _ handler: @escaping @Sendable (isolated Isolation, JwtErrorContext) -> Void
     ) {
-        state.withLock { $0.jwtErrorHandler = { context in await handler(actor, context) } }
+        register(JwtErrorHandler(run: { context in await handler(actor, context) }, awaitsFetch: false))
+    }
+
+    private func register(_ handler: JwtErrorHandler) {
+        let missed = state.withLock { state -> AuthEvent? in
+            state.jwtErrorHandler = handler
+            guard let pending = state.pendingJwtError, !pending.handled else { return nil }
+            state.pendingJwtError?.handled = true
+            return pending.event
+        }
+        guard let missed else { return }
+        Task { [weak self] in await self?.runJwtErrorHandler(for: missed, handler) }
+    }
+
+    /// Extends the refresh claim this app holds by another lease, for a fetch from a backend slow by
+    /// nature; call it from the handler while the fetch runs.
+    ///
+    /// - Returns: Whether the app held the claim and it was extended.
+    public func renewRefreshClaim() async throws(AuthClientError) -> Bool {
+        guard let claim = state.withLock({ $0.claim }) else { return false }
+        return try await claim.renew()
+    }
+
+    /// Gives up the refresh claim this app holds (its fetch failed), so that the next jwtError is claimed at
+    /// once by whichever app hears it. A handler registered with ``setAsyncJwtErrorHandler(_:)`` need not:
+    /// the claim is released when it returns.
+    public func releaseRefreshClaim() async {
+        let claim = state.withLock { state -> RefreshClaim? in
+            defer { state.claim = nil }
+            return state.claim
+        }
+        await claim?.release()
     }
 
     /// Whether, when the group's token needs refreshing, only the app that claims the refresh runs its
@@ -142,12 +208,22 @@ public final class ExponeaAuthClient: Sendable {
     }
 
     /// Lets every app of the group flush, then clears token and identity; returns when both are done (R8).
-    public func anonymize() async throws(AuthClientError) { try await daemon.anonymize(group: group) }
+    ///
+    /// - Returns: How many apps were asked to flush, and which did not confirm within the daemon's bound
+    ///   (``ClearResult/confirmed`` is false then). The token is cleared either way.
+    @discardableResult
+    public func anonymize() async throws(AuthClientError) -> ClearResult {
+        try await daemon.anonymize(group: group)
+    }
 
     /// As ``anonymize()``, when the integration stops (R8).
-    public func stopIntegration() async throws(AuthClientError) { try await daemon.stopIntegration(group: group) }
+    @discardableResult
+    public func stopIntegration() async throws(AuthClientError) -> ClearResult {
+        try await daemon.stopIntegration(group: group)
+    }
 
-    /// Clears the whole group's local customer data, telling every app of it; returns when done (R9).
+    /// The wipe: clears the whole group's local customer data at once, without a flush, telling every app of
+    /// it to drop its own, unsent events included; returns when done (R9).
     public func clearLocalCustomerData() async throws(AuthClientError) {
         try await daemon.clearLocalCustomerData(group: group)
     }
@@ -199,7 +275,7 @@ public final class ExponeaAuthClient: Sendable {
     /// away.
     private static func followEvents(
         of group: String, from daemon: AuthDaemonClient, logger: Logger,
-        _ handle: @Sendable (AuthEvent) async -> Void
+        _ handle: @Sendable (AuthEvent) async -> Void, dropped: @Sendable () async -> Void
     ) async {
         var delay = Duration.milliseconds(100)
         var warned = false
@@ -214,6 +290,8 @@ public final class ExponeaAuthClient: Sendable {
                     await handle(event)
                 }
             } catch {
+                // The subscription dropped: a claim this app holds goes with it, for another app to take.
+                await dropped()
                 if !warned && !Task.isCancelled {
                     logger.warning(
                         "Lost the app group's events; subscribing again",
@@ -228,6 +306,15 @@ public final class ExponeaAuthClient: Sendable {
 
     private func handle(_ event: AuthEvent) async {
         allEvents.yield(event)
+        if event.kind == .tokenRefreshed || event.kind == .cleared {
+            // A newer token (or none): the claim on an older one has ended, and so has the error.
+            endClaim(before: event.generation)
+            state.withLock { state in
+                if let pending = state.pendingJwtError, pending.event.generation < event.generation {
+                    state.pendingJwtError = nil
+                }
+            }
+        }
         switch event.kind {
         case .tokenRefreshed:
             let refresh = TokenRefresh(group: event.group, generation: event.generation)
@@ -238,7 +325,11 @@ public final class ExponeaAuthClient: Sendable {
                 userInfo: ["group": event.group, "generation": event.generation]
             )
         case .jwtError:
-            await runJwtErrorHandler(for: event)
+            let handler = state.withLock { state in
+                state.pendingJwtError = (event, state.jwtErrorHandler != nil)
+                return state.jwtErrorHandler
+            }
+            if let handler { await runJwtErrorHandler(for: event, handler) }
         case .flushRequested:
             guard let flushId = event.flushId else { return }
             let handler = state.withLock { $0.flushHandler }
@@ -255,19 +346,56 @@ public final class ExponeaAuthClient: Sendable {
         }
     }
 
-    private func runJwtErrorHandler(for event: AuthEvent) async {
-        let (handler, coalesces) = state.withLock { ($0.jwtErrorHandler, $0.coalescesRefresh) }
-        guard let handler, let reason = event.reason else { return }
+    /// Runs the handler for a jwtError in this app, when it claims the refresh (R28). An app whose handler is
+    /// still at work on the same generation does not run it again: if its claim ended meanwhile (its lease
+    /// ran out), another app refreshes, and this app's requests take whichever token comes first (R22).
+    private func runJwtErrorHandler(for event: AuthEvent, _ handler: JwtErrorHandler) async {
+        guard let reason = event.reason else { return }
+        let generation = event.generation
+        let (coalesces, started) = state.withLock { ($0.coalescesRefresh, $0.refreshing.insert(generation).inserted) }
+        guard started else { return }
+        var claim: RefreshClaim?
         if coalesces {
             do {
-                guard try await daemon.claimRefresh(group: group, generation: event.generation) else { return }
+                claim = try await daemon.holdRefreshClaim(group: group, generation: generation)
+                guard claim != nil else {
+                    _ = state.withLock { $0.refreshing.remove(generation) }
+                    return
+                }
             } catch {
                 // Better a second refresh than none.
                 logger.warning("Could not claim the refresh; running the handler", metadata: ["error": "\(error)"])
             }
         }
+        let replaced = state.withLock { state in
+            defer { state.claim = claim }
+            return state.claim
+        }
+        replaced?.close()
         let context = JwtErrorContext(reason: reason, customerIds: event.customerIds ?? [:])
-        Task { await handler(context) }
+        Task { [weak self] in
+            await handler.run(context)
+            guard let self else { return }
+            let mine = self.state.withLock { state -> RefreshClaim? in
+                state.refreshing.remove(generation)
+                guard handler.awaitsFetch, let held = state.claim, held === claim else { return nil }
+                state.claim = nil
+                return held
+            }
+            // The fetch is over; without a token it failed: let the next claim be granted at once.
+            await mine?.release()
+        }
+    }
+
+    /// Closes the claim this app holds on a generation older than `generation`: a newer token ended it (or,
+    /// with `.max`, the subscription dropped and the claim goes with it).
+    private func endClaim(before generation: UInt64) {
+        let ended = state.withLock { state -> RefreshClaim? in
+            guard let claim = state.claim, claim.generation < generation else { return nil }
+            state.claim = nil
+            return claim
+        }
+        ended?.close()
     }
 }
 

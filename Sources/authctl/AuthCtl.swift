@@ -13,7 +13,8 @@ struct AuthCtl: AsyncParsableCommand {
             to the daemon takes --socket and --json; see 'authctl help COMMAND'.
 
             Exit status: 0 success; 1 an error, which standard error explains; 2 a wrong command \
-            line; 3 no usable token (get, preflight); 69 exponea-authd is not reachable; 77 this user \
+            line; 3 no usable token (get, preflight); 4 an app did not confirm its flush (anonymize, \
+            stop); 69 exponea-authd is not reachable; 77 this user \
             may not use the daemon or the app group.
 
             Shell completions: authctl --generate-completion-script bash (or zsh, fish).
@@ -62,6 +63,8 @@ enum AuthCtlExit {
     static let usage = ExitCode(2)
     /// `get`, `preflight`: the group has no token, or it has expired.
     static let noToken = ExitCode(3)
+    /// `anonymize`, `stop`: the group is cleared, but some of its apps did not confirm their flush.
+    static let unconfirmedFlush = ExitCode(4)
     /// EX_UNAVAILABLE: exponea-authd is not reachable, or went away.
     static let unavailable = ExitCode(69)
     /// EX_NOPERM: this user may not use the daemon or the app group.

@@ -3,28 +3,43 @@ import ArgumentParser
 import ExponeaAuth
 import Foundation
 
-/// What `anonymize`, `stop` and `clear` share: the daemon asks the group's apps to flush their pending events
-/// (waiting at most the daemon's --flush-timeout, 2 seconds by default), then clears token and customer ids and tells the apps (`cleared`).
+/// What `anonymize` and `stop` share: the daemon asks the group's apps to flush their pending events (waiting
+/// at most the daemon's --flush-timeout, 2 seconds by default), then clears token and customer ids and tells
+/// the apps (`cleared`); the apps that did not confirm their flush are printed, and the exit status is 4.
+/// `clear` is the wipe: no flush.
 enum GroupClearing {
-    /// The discussion of the three commands, after their first paragraph.
+    /// The discussion of `anonymize` and `stop`, after their first paragraph.
     static let howItWorks = """
         For the whole app group: the daemon first asks every app of the group to flush its pending \
         events (flushRequested) and waits until each has acknowledged, or at most its \
         --flush-timeout (2 seconds by default); then it removes the group's token and customer ids, \
         in memory and on disk, and tells every app (cleared). The command returns when that is done \
-        and prints one confirmation line.
+        and prints one confirmation line. When an app did not confirm its flush (it did not answer \
+        in time, or went away first), the group is cleared all the same, a line for each such app \
+        goes to standard error, and the exit status is 4.
         """
 
     static func run(
         _ options: DaemonOptions, group: String, cause: String, done: String,
-        _ call: @escaping @Sendable (AuthDaemonClient, String) async throws -> Void
+        _ call: @escaping @Sendable (AuthDaemonClient, String) async throws -> ClearResult
     ) async throws {
-        try await options.withClient { try await call($0, group) }
+        let result = try await options.withClient { try await call($0, group) }
         if options.json {
-            printLine(jsonLine(["group": group, "cause": cause]))
+            let unconfirmed: [[String: Any]] = result.unconfirmed.map {
+                ["pid": Int($0.pid), "reason": $0.reason.rawValue]
+            }
+            printLine(jsonLine(["group": group, "cause": cause, "asked": result.asked, "unconfirmed": unconfirmed]))
         } else {
             printLine("\(done) app group '\(group)': its token and customer ids are cleared")
         }
+        guard !result.confirmed else { return }
+        for app in result.unconfirmed {
+            let why = app.reason == .timedOut ? "did not confirm in time" : "went away before confirming"
+            printError("authctl: the app with pid \(app.pid) \(why): its pending events may be lost")
+        }
+        printError(
+            "authctl: \(result.unconfirmed.count) of \(result.asked) apps of '\(group)' did not confirm their flush")
+        throw AuthCtlExit.unconfirmedFlush
     }
 }
 
@@ -37,7 +52,8 @@ extension AuthCtl {
 
                 \(GroupClearing.howItWorks)
 
-                --json prints {group, cause} with cause anonymize.
+                --json prints {group, cause, asked, unconfirmed} with cause anonymize; unconfirmed \
+                lists {pid, reason} with reason timedOut or dropped.
                 """
         )
 
@@ -61,7 +77,7 @@ extension AuthCtl {
 
                 \(GroupClearing.howItWorks)
 
-                --json prints {group, cause} with cause stopIntegration.
+                --json prints {group, cause, asked, unconfirmed} with cause stopIntegration.
                 """
         )
 
@@ -78,12 +94,14 @@ extension AuthCtl {
 
     struct Clear: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Clear an app group's local customer data: flush, then clear everything.",
+            abstract: "Wipe an app group's local customer data at once, without a flush.",
             discussion: """
-                What an app does for the SDK's clearLocalCustomerData: every app of the group drops \
-                the customer's local data; the apps are told with cause clearLocalCustomerData.
-
-                \(GroupClearing.howItWorks)
+                What an app does for the SDK's clearLocalCustomerData: the wipe for a revoked consent \
+                or a reset device. Nothing is flushed: the daemon removes the group's token and \
+                customer ids, in memory and on disk, at once, and tells every app of the group \
+                (cleared, with cause clearLocalCustomerData) to drop its local customer data, unsent \
+                events included. The command returns when that is done and prints one confirmation \
+                line.
 
                 --json prints {group, cause} with cause clearLocalCustomerData.
                 """
@@ -94,8 +112,12 @@ extension AuthCtl {
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
-            try await GroupClearing.run(options, group: group.group, cause: "clearLocalCustomerData", done: "Cleared") {
-                try await $0.clearLocalCustomerData(group: $1)
+            try await options.withClient { try await $0.clearLocalCustomerData(group: group.group) }
+            if options.json {
+                printLine(jsonLine(["group": group.group, "cause": "clearLocalCustomerData"]))
+            } else {
+                printLine(
+                    "Cleared app group '\(group.group)': its token and customer ids are gone, nothing was flushed")
             }
         }
     }

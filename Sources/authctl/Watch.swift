@@ -10,13 +10,15 @@ extension AuthCtl {
             discussion: """
                 One line per event, flushed at once, such as:
 
+                  state tokenState=valid refreshClaimed=false generation=3
                   tokenRefreshed generation=3
                   jwtError reason=expiredSoon generation=3 customerIds=registered=jane
                   flushRequested flushId=ID generation=3
                   cleared cause=anonymize generation=4
 
-                watch acknowledges every flushRequested at once (it has nothing to flush), so that it \
-                never makes anonymize, stop or clear wait for it. Customer ids are printed; tokens never \
+                The first line is where the group stands (state), followed by the jwtError it still \
+                waits on, if any. watch acknowledges every flushRequested at once (it has nothing to flush), so that it \
+                never makes anonymize or stop wait for it. Customer ids are printed; tokens never \
                 are.
 
                 SIGINT (Ctrl-C) and SIGTERM end it with exit status 0. When the daemon stops, or ends \
@@ -24,7 +26,7 @@ extension AuthCtl {
                 69.
 
                 --json prints each event as one JSON object a line: kind, group, generation and, when \
-                they apply, reason, customerIds, flushId and cause.
+                they apply, reason, customerIds, flushId, cause, tokenState and refreshClaimed.
                 """
         )
 
@@ -67,6 +69,8 @@ extension AuthCtl {
             if let reason = event.reason { fields.append("reason=\(reason.rawValue)") }
             if let cause = event.cause { fields.append("cause=\(cause)") }
             if let flushId = event.flushId { fields.append("flushId=\(flushId)") }
+            if let tokenState = event.tokenState { fields.append("tokenState=\(tokenState.rawValue)") }
+            if let claimed = event.refreshClaimed { fields.append("refreshClaimed=\(claimed)") }
             fields.append("generation=\(event.generation)")
             if let ids = event.customerIds, !ids.isEmpty { fields.append("customerIds=\(customerIdsText(ids))") }
             return fields.joined(separator: " ")
@@ -80,6 +84,8 @@ extension AuthCtl {
             if let ids = event.customerIds { object["customerIds"] = ids }
             if let flushId = event.flushId { object["flushId"] = flushId }
             if let cause = event.cause { object["cause"] = cause }
+            if let tokenState = event.tokenState { object["tokenState"] = tokenState.rawValue }
+            if let claimed = event.refreshClaimed { object["refreshClaimed"] = claimed }
             return jsonLine(object)
         }
     }

@@ -50,6 +50,15 @@ struct ExponeaAuthd: ParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "How long a refresh claim holds when its app neither sets a token nor goes away (0.1-600).",
+            valueName: "seconds"
+        )
+    )
+    var refreshLease: Double = AuthService.defaultRefreshLease
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "How many clients may be connected at once (1-\(Daemon.connectionLimitRange.upperBound)).",
             valueName: "count"
         )
@@ -68,6 +77,9 @@ struct ExponeaAuthd: ParsableCommand {
         }
         guard (0...600).contains(flushTimeout) else {
             throw ValidationError("--flush-timeout needs a number of seconds from 0 to 600, not \(flushTimeout)")
+        }
+        guard (0.1...600).contains(refreshLease) else {
+            throw ValidationError("--refresh-lease needs a number of seconds from 0.1 to 600, not \(refreshLease)")
         }
         guard Daemon.connectionLimitRange.contains(maxConnections) else {
             let range = Daemon.connectionLimitRange
@@ -121,6 +133,7 @@ struct ExponeaAuthd: ParsableCommand {
                 environment: environment,
                 configurationDirectory: configDirectory,
                 flushTimeout: .milliseconds(Int((flushTimeout * 1000).rounded())),
+                refreshLease: refreshLease,
                 maximumConnections: maxConnections,
                 logger: logger
             )

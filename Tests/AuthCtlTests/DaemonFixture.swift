@@ -10,9 +10,11 @@ final class DaemonFixture {
     var root: TemporaryDirectory { daemon.root }
     var socketPath: String { daemon.socketPath }
 
-    /// - Parameter configDirectory: Runs the daemon in system mode with this access configuration.
-    init(configDirectory: String? = nil) throws {
-        daemon = try DaemonUnderTest(configDirectory: configDirectory)
+    /// - Parameters:
+    ///   - configDirectory: Runs the daemon in system mode with this access configuration.
+    ///   - arguments: More command-line options for the daemon, such as `--flush-timeout`.
+    init(configDirectory: String? = nil, arguments: [String] = []) throws {
+        daemon = try DaemonUnderTest(arguments: arguments, configDirectory: configDirectory)
     }
 
     /// The environment authctl runs with.

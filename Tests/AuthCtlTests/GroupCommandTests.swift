@@ -83,7 +83,6 @@ struct GroupCommandTests {
     @Test(arguments: [
         ("anonymize", "Anonymized", "anonymize"),
         ("stop", "Stopped", "stopIntegration"),
-        ("clear", "Cleared", "clearLocalCustomerData"),
     ])
     func clearingCommandsRemoveTheToken(command: String, verb: String, cause: String) throws {
         let daemon = try DaemonFixture()
@@ -98,9 +97,61 @@ struct GroupCommandTests {
         try daemon.set("shop", signer.token(expiringIn: 3600))
         let json = try daemon.authctl([command, "shop", "--json"])
         #expect(json.status == 0)
-        #expect(try parseJSON(json.standardOutput) as NSDictionary == ["group": "shop", "cause": cause])
+        #expect(
+            try parseJSON(json.standardOutput) as NSDictionary == [
+                "group": "shop", "cause": cause, "asked": 0, "unconfirmed": [Any](),
+            ])
         let after = try daemon.authctl(["get", "shop", "--json"])
         #expect(after.status == 3)
         #expect(try parseJSON(after.standardOutput)["generation"] as? Int == 4)
+    }
+
+    /// R9: clear is the wipe, with no flush.
+    @Test func clearWipesWithoutAFlush() throws {
+        let daemon = try DaemonFixture(arguments: ["--flush-timeout", "60"])
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        // An app that would never acknowledge a flush: clear does not ask it.
+        let app = try UnixClient(path: daemon.socketPath)
+        defer { app.close() }
+        try app.send(#"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#)
+        #expect(try app.receiveReply().contains(#""kind":"state""#))
+
+        let text = try daemon.authctl(["clear", "shop"])
+        #expect(text.status == 0)
+        #expect(
+            text.standardOutput
+                == "Cleared app group 'shop': its token and customer ids are gone, nothing was flushed\n")
+        #expect(try app.receiveReply().contains(#""cause":"clearLocalCustomerData""#))
+        let json = try daemon.authctl(["clear", "shop", "--json"])
+        #expect(
+            try parseJSON(json.standardOutput) as NSDictionary == ["group": "shop", "cause": "clearLocalCustomerData"])
+    }
+
+    /// An app that does not confirm its flush: the group is cleared, authctl names the app and exits 4.
+    @Test(arguments: ["anonymize", "stop"])
+    func anUnconfirmedFlushIsReportedWithExitStatus4(command: String) throws {
+        let daemon = try DaemonFixture(arguments: ["--flush-timeout", "0.3"])
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        let app = try UnixClient(path: daemon.socketPath)
+        defer { app.close() }
+        try app.send(#"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#)
+        #expect(try app.receiveReply().contains(#""kind":"state""#))
+
+        let text = try daemon.authctl([command, "shop"])
+        #expect(text.status == 4)
+        #expect(text.standardOutput.hasSuffix("its token and customer ids are cleared\n"))
+        #expect(text.standardError.contains("the app with pid \(getpid()) did not confirm in time"))
+        #expect(text.standardError.contains("1 of 1 apps of 'shop' did not confirm their flush"))
+        #expect(try daemon.authctl(["get", "shop"]).status == 3)
+
+        try daemon.set("shop", signer.token(expiringIn: 3600))
+        let json = try daemon.authctl([command, "shop", "--json"])
+        #expect(json.status == 4)
+        let object = try parseJSON(json.standardOutput)
+        #expect(object["asked"] as? Int == 1)
+        let unconfirmed = object["unconfirmed"] as? [[String: Any]] ?? []
+        #expect(unconfirmed.count == 1)
+        #expect(unconfirmed.first?["pid"] as? Int == Int(getpid()))
+        #expect(unconfirmed.first?["reason"] as? String == "timedOut")
     }
 }

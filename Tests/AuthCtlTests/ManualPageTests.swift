@@ -22,7 +22,7 @@ struct ManualPageTests {
     @Test func everyExitStatusOfHelpIsInThePage() throws {
         let page = try ManualPage("authctl.1").source
         let help = try runAuthctl(["--help"]).standardOutput
-        for status in ["0", "1", "2", "3", "69", "77"] {
+        for status in ["0", "1", "2", "3", "4", "69", "77"] {
             #expect(help.contains(" \(status) "), "\(status)")
             #expect(page.contains("\n.It \(status)\n"), "\(status)")
         }

@@ -18,6 +18,10 @@ struct WatchCommandTests {
     @Test func printsOneLinePerEventAndAcknowledgesFlushesAtOnce() throws {
         let daemon = try DaemonFixture()
         let watcher = try watch(daemon)
+        #expect(
+            BackgroundProcess.waitUntil {
+                watcher.output.hasPrefix("state tokenState=notProvided refreshClaimed=false generation=0\n")
+            })
 
         try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
         #expect(BackgroundProcess.waitUntil { watcher.output.contains("tokenRefreshed generation=1\n") })
@@ -48,9 +52,14 @@ struct WatchCommandTests {
 
         try daemon.set("shop", signer.token(expiringIn: 3600))
         try daemon.set("shop", signer.token(expiringIn: 3600))
-        #expect(BackgroundProcess.waitUntil { watcher.output.split(separator: "\n").count == 2 })
+        #expect(BackgroundProcess.waitUntil { watcher.output.split(separator: "\n").count == 3 })
         let lines = watcher.output.split(separator: "\n").map(String.init)
-        let events = try lines.map { try parseJSON($0) }
+        // First, where the group stood when watch subscribed.
+        let state = try parseJSON(lines[0])
+        #expect(state["kind"] as? String == "state")
+        #expect(state["tokenState"] as? String == "notProvided")
+        #expect(state["refreshClaimed"] as? Bool == false)
+        let events = try lines.dropFirst().map { try parseJSON($0) }
         #expect(events.map { $0["kind"] as? String } == ["tokenRefreshed", "tokenRefreshed"])
         #expect(events.map { $0["generation"] as? Int } == [1, 2])
         #expect(events.map { $0["group"] as? String } == ["shop", "shop"])
@@ -69,7 +78,9 @@ struct WatchCommandTests {
         daemon.daemon.stop(signal: signal)
         #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
         #expect(watcher.stop() == 69)
-        #expect(watcher.output.hasPrefix("authctl: lost exponea-authd while watching app group 'shop': "))
+        // The group's state came first, then the loss.
+        #expect(watcher.output.hasPrefix("state tokenState=notProvided refreshClaimed=false generation=0\n"))
+        #expect(watcher.output.contains("\nauthctl: lost exponea-authd while watching app group 'shop': "))
     }
 
     @Test func endsWith69WhenNoDaemonListens() throws {

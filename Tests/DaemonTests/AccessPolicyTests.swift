@@ -94,6 +94,10 @@ struct AccessPolicyTests {
         ("[AppGroup]\n=shop\n", 2, "the assignment has no key"),
         ("[AppGroup]\nUsers=shop-app\n", 1, "[AppGroup] needs Name="),
         ("[AppGroup]\nName=../etc\n", 1, "Name=../etc: the app group name starts with '.'"),
+        (
+            "[AppGroup]\nName=shop\nRefreshLeaseSec=0\n", 3,
+            "RefreshLeaseSec= needs a number of seconds from 0.1 to 600, not '0'"
+        ),
     ])
     func badFilesSayWhereAndWhat(text: String, line: Int, message: String) {
         #expect {

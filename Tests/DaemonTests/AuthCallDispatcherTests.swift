@@ -169,6 +169,35 @@ struct AuthCallDispatcherTests {
         #expect(error == "com.exponea.Auth.PermissionDenied")
     }
 
+    /// authd.conf's RefreshLeaseSec= sets a group's own lease; other groups keep the daemon's.
+    @Test func aGroupsOwnRefreshLeaseComesFromTheConfiguration() async throws {
+        let policy = try AccessPolicy(
+            files: [
+                (
+                    "authd.conf",
+                    "[AppGroup]\nName=shop\nUsers=1000\nRefreshLeaseSec=0.5\n[AppGroup]\nName=news\nUsers=1000\n"
+                )
+            ],
+            users: SystemUserDatabase()
+        )
+        let fixture = try Fixture(access: AccessControl(policy: policy))
+        func claim(_ group: String) async throws -> [String: Any] {
+            let replies = try await fixture.call(
+                #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"\#(group)","generation":0}}"#)
+            return replies.first?["parameters"] as? [String: Any] ?? [:]
+        }
+        #expect(try await claim("shop")["leaseMs"] as? Int == 500)
+        #expect(try await claim("news")["leaseMs"] as? Int == 5000)
+        // The short lease runs out: the claim is free again.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var granted = false
+        while !granted && ContinuousClock.now < deadline {
+            granted = try await claim("shop")["granted"] as? Bool == true
+            if !granted { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(granted)
+    }
+
     @Test func onewayCallsRunWithoutAReply() async throws {
         let fixture = try Fixture()
         let replies = try await fixture.call(
@@ -193,7 +222,7 @@ struct AuthCallDispatcherTests {
                     frames.append(String(decoding: frame.dropLast(), as: UTF8.self))
                     return frames.count
                 }
-                if count == 2 { throw Gone() }  // the client went away after two events
+                if count == 3 { throw Gone() }  // the client went away after the state and two events
             }
         }
         // Let the subscription register before events happen.
@@ -205,13 +234,14 @@ struct AuthCallDispatcherTests {
         }
         try await subscription.value
         let received = frames.withLock { $0 }
-        #expect(received.count == 2)
+        #expect(received.count == 3)
         #expect(received.first?.hasPrefix(#"{"continues":true,"parameters":{"event":{"#) == true)
-        #expect(received.first?.contains(#""kind":"tokenRefreshed""#) == true)
+        #expect(received.first?.contains(#""kind":"state""#) == true)
+        #expect(received.dropFirst().first?.contains(#""kind":"tokenRefreshed""#) == true)
         #expect(!received.joined().contains(token))
     }
 
-    @Test func aSubscribeCallEndedByItsConnectionClosingIsForgottenAndCountsAsFlushed() async throws {
+    @Test func aSubscribeCallEndedByItsConnectionClosingIsForgottenAndCountsAsDropped() async throws {
         let directory = try TemporaryDirectory(prefix: "authd-dispatch")
         defer { directory.remove() }
         let store = try TokenStore(
@@ -234,15 +264,19 @@ struct AuthCallDispatcherTests {
             ) { frame in frames.withLock { $0.append(String(decoding: frame.dropLast(), as: UTF8.self)) } }
         }
         while await service.summaries().first?.subscribers != 1 { try await Task.sleep(for: .milliseconds(5)) }
+        let started = ContinuousClock.now
         let clearing = Task { try await service.clear(try AppGroup("shop"), cause: .anonymize) }
-        while frames.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+        while frames.withLock({ $0.count < 2 }) { try await Task.sleep(for: .milliseconds(5)) }
 
         subscription.cancel()  // what the transport does when the connection closes
         try await subscription.value
-        try await clearing.value
-        #expect(!logs.entries.contains { $0.message.contains("without every app's flush acknowledgement") })
+        // Finished by the subscription's end, not by the 10 s timeout; and not counted as flushed.
+        let result = try await clearing.value
+        #expect(ContinuousClock.now - started < .seconds(8))
+        #expect(result == ClearResult(asked: 1, unconfirmed: [UnconfirmedFlush(pid: 7, reason: .dropped)]))
+        #expect(logs.entries.contains { $0.message.contains("without every app's flush acknowledgement") })
         #expect(await service.summaries().first?.subscribers == 0)
         let received = frames.withLock { $0 }
-        #expect(received.count == 1 && received.first?.contains(#""kind":"flushRequested""#) == true)
+        #expect(received.count == 2 && received.last?.contains(#""kind":"flushRequested""#) == true)
     }
 }

@@ -50,7 +50,10 @@ struct AuthServiceTests {
 
         init(_ stream: AsyncStream<AuthEvent>) {
             let events = self.events
-            task = Task { for await event in stream { events.withLock { $0.append(event) } } }
+            // The state every subscription starts with is left out: these tests look at what happens next.
+            task = Task {
+                for await event in stream where event.kind != .state { events.withLock { $0.append(event) } }
+            }
         }
 
         var kinds: [AuthEvent.Kind] { events.withLock { $0.map(\.kind) } }
@@ -157,21 +160,27 @@ struct AuthServiceTests {
     @Test func authFailuresFollowTheRetryRules() async throws {
         let fixture = try Fixture()
         let service = fixture.service
-        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
-        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        let first = fixture.token(expiringIn: 3600)
+        _ = try await service.setToken(first, for: fixture.shop)
+        _ = try await service.setToken(first, for: fixture.shop)
+        // The same token again (generation 2) replaced nothing: a 401 with it calls the handler (R19).
+        let same = await service.reportAuthFailure(
+            fixture.shop, status: 401, sentGeneration: 1, serverSaysExpired: false)
+        #expect(same == RetryDecision(retry: true, reason: .invalid))
+        _ = try await service.setToken(fixture.token(expiringIn: 3600, ids: ["registered": "bob"]), for: fixture.shop)
 
-        // The request carried generation 1, but 2 is current: retry at once, no handler.
+        // The request carried generation 1, but another token is current: retry at once, no handler.
         let replaced = await service.reportAuthFailure(
             fixture.shop, status: 401, sentGeneration: 1, serverSaysExpired: false)
         #expect(replaced == RetryDecision(retry: true, reason: nil))
         let invalid = await service.reportAuthFailure(
-            fixture.shop, status: 401, sentGeneration: 2, serverSaysExpired: false)
+            fixture.shop, status: 401, sentGeneration: 3, serverSaysExpired: false)
         #expect(invalid == RetryDecision(retry: true, reason: .invalid))
         let expired = await service.reportAuthFailure(
-            fixture.shop, status: 401, sentGeneration: 2, serverSaysExpired: true)
+            fixture.shop, status: 401, sentGeneration: 3, serverSaysExpired: true)
         #expect(expired == RetryDecision(retry: true, reason: .expired))
         let scope = await service.reportAuthFailure(
-            fixture.shop, status: 403, sentGeneration: 2, serverSaysExpired: false)
+            fixture.shop, status: 403, sentGeneration: 3, serverSaysExpired: false)
         #expect(scope == RetryDecision(retry: false, reason: nil))
         // A request without a token, while there is one now: it was set since, so retry at once with it.
         let setSince = await service.reportAuthFailure(
@@ -294,7 +303,7 @@ struct AuthServiceTests {
         await service.acknowledgeFlush(fixture.shop, flushId: "not-a-flush")
         #expect(try fixture.store.load(fixture.shop) != nil)  // still waiting for the second
         await service.acknowledgeFlush(fixture.shop, flushId: secondId)
-        try await clearing.value
+        #expect(try await clearing.value == ClearResult(asked: 2, unconfirmed: []))
 
         #expect(try fixture.store.load(fixture.shop) == nil)
         #expect(service.token(for: fixture.shop).token == nil)
@@ -303,17 +312,32 @@ struct AuthServiceTests {
         #expect(cleared.kind == .cleared && cleared.cause == "anonymize" && cleared.generation == 2)
     }
 
-    @Test func clearCompletesAfterTheBoundWhenAnAppNeverAcknowledges() async throws {
+    @Test func anonymizeCompletesAfterTheBoundWhenAnAppNeverAcknowledgesAndSaysSo() async throws {
         let fixture = try Fixture(flushTimeout: .milliseconds(200))
         let service = fixture.service
         _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
         let silent = Collector(await service.subscribe(fixture.shop, pid: 7)!)
         let started = ContinuousClock.now
-        try await service.clear(fixture.shop, cause: .clearLocalCustomerData)
+        let result = try await service.clear(fixture.shop, cause: .anonymize)
         #expect(ContinuousClock.now - started >= .milliseconds(200))
+        #expect(result == ClearResult(asked: 1, unconfirmed: [UnconfirmedFlush(pid: 7, reason: .timedOut)]))
         #expect(try fixture.store.load(fixture.shop) == nil)
         #expect(await silent.waitFor(count: 2))
         #expect(silent.kinds == [.flushRequested, .cleared])
+    }
+
+    /// R9: clearLocalCustomerData is the wipe: no flush is asked for, nothing is waited for.
+    @Test func clearLocalCustomerDataDoesNotFlush() async throws {
+        let fixture = try Fixture(flushTimeout: .seconds(600))
+        let service = fixture.service
+        _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
+        let silent = Collector(await service.subscribe(fixture.shop, pid: 7)!)
+        let result = try await service.clear(fixture.shop, cause: .clearLocalCustomerData)
+        #expect(result == ClearResult(asked: 0, unconfirmed: []))
+        #expect(try fixture.store.load(fixture.shop) == nil)
+        #expect(await silent.waitFor(count: 1))
+        #expect(silent.kinds == [.cleared])
+        #expect(silent.events.withLock { $0.first?.cause } == "clearLocalCustomerData")
     }
 
     @Test func clearWithoutSubscribersIsImmediateAndSummariesFollow() async throws {

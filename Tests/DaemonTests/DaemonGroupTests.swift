@@ -31,16 +31,22 @@ struct DaemonGroupTests {
             })
 
         let started = ContinuousClock.now
-        #expect(
-            try client.exchange(#"{"method":"com.exponea.Auth.Anonymize","parameters":{"group":"shop"}}"#)
-                == #"{"parameters":{}}"#)
+        let reply = try client.exchange(#"{"method":"com.exponea.Auth.Anonymize","parameters":{"group":"shop"}}"#)
         let took = ContinuousClock.now - started
+        // The silent app is named: a flush nobody confirmed is no success.
+        let result = try JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]
+        let parameters = result?["parameters"] as? [String: Any]
+        #expect(parameters?["asked"] as? Int == 3)
+        let unconfirmed = parameters?["unconfirmed"] as? [[String: Any]] ?? []
+        #expect(unconfirmed.count == 1)
+        #expect(unconfirmed.first?["pid"] as? Int == Int(apps[2].pid))
+        #expect(unconfirmed.first?["reason"] as? String == "timedOut")
         // The silent app holds the clear up to the bound (--flush-timeout 1.5), not longer.
         #expect(took >= .seconds(1.4) && took < .seconds(10))
 
         for app in apps {
             #expect(BackgroundProcess.waitUntil { app.output.contains("cleared") })
-            #expect(app.output.split(separator: "\n") == ["subscribed", "flushRequested", "cleared"])
+            #expect(app.output.split(separator: "\n") == ["subscribed", "state", "flushRequested", "cleared"])
         }
         #expect(
             try client.exchange(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"shop"}}"#)
@@ -66,7 +72,7 @@ struct DaemonGroupTests {
         }
         let all = replies.withLock { $0 }
         #expect(all.count == 20)
-        #expect(all.filter { $0 == #"{"parameters":{"granted":true}}"# }.count == 1)
+        #expect(all.filter { $0 == #"{"parameters":{"granted":true,"leaseMs":5000}}"# }.count == 1)
         #expect(all.filter { $0 == #"{"parameters":{"granted":false}}"# }.count == 19)
     }
 

@@ -14,9 +14,9 @@ struct DaemonMethodsTests {
         let app: VarlinkTestClient
         let events: VarlinkTestClient
 
-        init() throws {
+        init(arguments: [String] = []) throws {
             fixture = try DaemonStartupTests.Fixture()
-            daemon = try fixture.start()
+            daemon = try fixture.start(arguments: arguments)
             guard fixture.notify.receive()?.hasPrefix("READY=1") == true else { throw POSIXError(.ETIMEDOUT) }
             app = try VarlinkTestClient(path: fixture.socketPath)
             events = try VarlinkTestClient(path: fixture.socketPath)
@@ -27,6 +27,8 @@ struct DaemonMethodsTests {
                 return groups.contains { $0["name"] as? String == "shop" && $0["subscribers"] as? Int == 1 }
             }
             guard subscribed else { throw POSIXError(.ETIMEDOUT) }
+            // Every subscription starts with where the group stands: here, nothing yet.
+            guard Self.describe(try events.event()) == "state 0" else { throw POSIXError(.EPROTO) }
         }
 
         deinit {
@@ -80,15 +82,17 @@ struct DaemonMethodsTests {
         #expect(preflight["reason"] as? String == "expired")
     }
 
-    @Test func authFailuresAreDecidedByTheGenerationTheRequestCarried() throws {
+    @Test func authFailuresAreDecidedByTheTokenTheRequestCarried() throws {
         let session = try Session()
+        let first = TestJWT().token(expiringIn: 3600, ids: ["registered": "first"])
         let valid = TestJWT().token(expiringIn: 3600)
-        try session.app.call("SetToken", ["group": "shop", "token": valid])
+        try session.app.call("SetToken", ["group": "shop", "token": first])
         try session.app.call("SetToken", ["group": "shop", "token": valid])
         #expect(try session.nextEvent() == "tokenRefreshed 1")
         #expect(try session.nextEvent() == "tokenRefreshed 2")
 
-        // A request that carried generation 1 failed, but 2 is already here: retry at once, no handler (R19).
+        // A request that carried generation 1 failed, but another token is already here: retry at once, no
+        // handler (R19).
         let stale = try session.app.call(
             "ReportAuthFailure", ["group": "shop", "status": 401, "generation": 1, "tokenExpired": true])
         #expect(stale["retry"] as? Bool == true)
@@ -108,6 +112,39 @@ struct DaemonMethodsTests {
             "ReportAuthFailure", ["group": "shop", "status": 401, "generation": 2, "tokenExpired": true])
         try session.app.call("SetToken", ["group": "shop", "token": valid])
         #expect(try session.nextEvent() == "tokenRefreshed 3")
+    }
+
+    /// R19: "replaced" means another token. The same token stored again is announced (R6) but replaces
+    /// nothing: a 401 with it runs the handler and waits, rather than retrying at once with the same token.
+    @Test func theSameTokenStoredAgainIsNoReplacement() throws {
+        let session = try Session()
+        let valid = TestJWT().token(expiringIn: 3600)
+        try session.app.call("SetToken", ["group": "shop", "token": valid])
+        try session.app.call("SetToken", ["group": "shop", "token": valid])
+        #expect(try session.nextEvent() == "tokenRefreshed 1")
+        #expect(try session.nextEvent() == "tokenRefreshed 2")
+
+        let report = try session.app.call("ReportAuthFailure", ["group": "shop", "status": 401, "generation": 1])
+        #expect(report["retry"] as? Bool == true)
+        #expect(report["reason"] as? String == "invalid")
+        #expect(try session.nextEvent() == "jwtError invalid 2")
+        // R21 still holds: a 403 with a valid token never retries.
+        let forbidden = try session.app.call("ReportAuthFailure", ["group": "shop", "status": 403, "generation": 1])
+        #expect(forbidden["retry"] as? Bool == false)
+
+        // The retry's wait (R19, R22) is not ended by the same token either, only by another one.
+        let waiter = try VarlinkTestClient(path: session.fixture.socketPath)
+        defer { waiter.close() }
+        try waiter.send("WaitForToken", ["group": "shop", "after": 1, "timeoutMs": 5000])
+        try session.app.call("SetToken", ["group": "shop", "token": valid])
+        #expect(try session.nextEvent() == "tokenRefreshed 3")
+        let started = ContinuousClock.now
+        let next = TestJWT().token(expiringIn: 7200)
+        try session.app.call("SetToken", ["group": "shop", "token": next])
+        let woken = try waiter.reply()
+        #expect(woken["generation"] as? Int == 4)
+        #expect(woken["token"] as? String == next)
+        #expect(ContinuousClock.now - started < .seconds(4))
     }
 
     @Test func identifyCustomerStoresTheTokenOrClearsIt() throws {
@@ -133,10 +170,7 @@ struct DaemonMethodsTests {
         #expect(error["customerIds"] as? [String: String] == ["registered": "carl"])
     }
 
-    @Test(arguments: [
-        ("Anonymize", "anonymize"), ("StopIntegration", "stopIntegration"),
-        ("ClearLocalCustomerData", "clearLocalCustomerData"),
-    ])
+    @Test(arguments: [("Anonymize", "anonymize"), ("StopIntegration", "stopIntegration")])
     func clearingFlushesTheAppsThenRemovesTokenAndIdentity(method: String, cause: String) throws {
         let session = try Session()
         let token = TestJWT().token(expiringIn: 3600, ids: ["registered": "dora"])
@@ -153,7 +187,9 @@ struct DaemonMethodsTests {
         let acknowledger = try VarlinkTestClient(path: session.fixture.socketPath)
         defer { acknowledger.close() }
         #expect(try acknowledger.call("AcknowledgeFlush", ["group": "shop", "flushId": flushId]).isEmpty)
-        #expect(try session.app.reply().isEmpty)
+        let reply = try session.app.reply()
+        #expect(reply["asked"] as? Int == 1)
+        #expect((reply["unconfirmed"] as? [Any])?.isEmpty == true)
         // Acknowledged: the clear did not wait for the 2 s bound.
         #expect(ContinuousClock.now - started < .seconds(1.5))
         #expect(try session.nextEvent() == "cleared \(cause) 2")
@@ -167,6 +203,72 @@ struct DaemonMethodsTests {
         #expect(!FileManager.default.fileExists(atPath: session.fixture.stateDirectory + "/shop.token"))
     }
 
+    /// R9: clearLocalCustomerData is the wipe. No flushRequested, no wait, even for an app that would never
+    /// acknowledge and a flush bound of a minute.
+    @Test func clearLocalCustomerDataWipesAtOnceWithoutAFlush() throws {
+        let session = try Session(arguments: ["--flush-timeout", "60"])
+        let token = TestJWT().token(expiringIn: 3600, ids: ["registered": "dora"])
+        try session.app.call(
+            "IdentifyCustomer", ["group": "shop", "customerIds": ["registered": "dora"], "token": token])
+        #expect(try session.nextEvent() == "tokenRefreshed 1")
+
+        let started = ContinuousClock.now
+        #expect(try session.app.call("ClearLocalCustomerData", ["group": "shop"]).isEmpty)
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(try session.nextEvent() == "cleared clearLocalCustomerData 2")
+        #expect(try session.app.call("GetToken", ["group": "shop"])["token"] == nil)
+        #expect(!FileManager.default.fileExists(atPath: session.fixture.stateDirectory + "/shop.token"))
+    }
+
+    /// R8, R9: a flush nobody confirmed is not a success. The reply names each app that did not confirm, and
+    /// why; the group is cleared all the same.
+    @Test func anonymizeSaysWhichAppsDidNotConfirmTheirFlush() throws {
+        let session = try Session(arguments: ["--flush-timeout", "0.5"])
+        try session.app.call("SetToken", ["group": "shop", "token": TestJWT().token(expiringIn: 3600)])
+        #expect(try session.nextEvent() == "tokenRefreshed 1")
+        // A second app that subscribes and then goes away before it acknowledges.
+        let leaving = try VarlinkTestClient(path: session.fixture.socketPath)
+        try leaving.subscribe("shop")
+        #expect(try leaving.event()["kind"] as? String == "state")
+
+        try session.app.send("Anonymize", ["group": "shop"])
+        #expect(try session.events.event()["kind"] as? String == "flushRequested")  // and never acknowledged
+        #expect(try leaving.event()["kind"] as? String == "flushRequested")
+        leaving.close()
+        let reply = try session.app.reply()
+        #expect(reply["asked"] as? Int == 2)
+        let unconfirmed = try #require(reply["unconfirmed"] as? [[String: Any]])
+        let reasons = unconfirmed.compactMap { $0["reason"] as? String }.sorted()
+        #expect(reasons == ["dropped", "timedOut"])
+        #expect(unconfirmed.allSatisfy { ($0["pid"] as? Int) == Int(getpid()) })
+        #expect(try session.nextEvent() == "cleared anonymize 2")
+        #expect(try session.app.call("GetToken", ["group": "shop"])["token"] == nil)
+    }
+
+    /// A subscription first gets where the group stands, so that an app that connects after a timer fired
+    /// acts as one that was there (R13): the expiry that nobody heard is told again.
+    @Test func aLateSubscriberIsToldTheStateAndTheExpiryItMissed() throws {
+        // A long lease: the claim below must not run out and send the jwtError again during the test.
+        let session = try Session(arguments: ["--refresh-lease", "60"])
+        let token = TestJWT().token(expiringIn: 30, ids: ["registered": "late"])
+        try session.app.call("SetToken", ["group": "shop", "token": token])
+        #expect(try session.nextEvent() == "tokenRefreshed 1")
+        #expect(try session.nextEvent() == "jwtError expiredSoon 1")  // the timer fired, at once
+        #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 1])["granted"] as? Bool == true)
+
+        let late = try VarlinkTestClient(path: session.fixture.socketPath)
+        defer { late.close() }
+        try late.subscribe("shop")
+        let state = try late.event()
+        #expect(state["kind"] as? String == "state")
+        #expect(state["tokenState"] as? String == "expiredSoon")
+        #expect(state["refreshClaimed"] as? Bool == true)
+        #expect(state["generation"] as? Int == 1)
+        let error = try late.event()
+        #expect(Session.describe(error) == "jwtError expiredSoon 1")
+        #expect(error["customerIds"] as? [String: String] == ["registered": "late"])
+    }
+
     @Test func claimRefreshGrantsEachGenerationOnce() throws {
         let session = try Session()
         #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
@@ -174,6 +276,66 @@ struct DaemonMethodsTests {
         try session.app.call("SetToken", ["group": "shop", "token": TestJWT().token(expiringIn: 3600)])
         #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == false)
         #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 1])["granted"] as? Bool == true)
+    }
+
+    /// A claim belongs to its connection: when the claimant goes away inside its fetch, the claim ends at once
+    /// and the group's jwtError goes out again, so that another app refreshes, long before the lease ends.
+    @Test func aClaimEndsWithItsConnectionAndTheJwtErrorIsSentAgain() throws {
+        let session = try Session(arguments: ["--refresh-lease", "60"])
+        try session.app.call("Preflight", ["group": "shop"])
+        #expect(try session.nextEvent() == "jwtError notProvided 0")
+        let claimant = try VarlinkTestClient(path: session.fixture.socketPath)
+        let claim = try claimant.call("ClaimRefresh", ["group": "shop", "generation": 0])
+        #expect(claim["granted"] as? Bool == true)
+        #expect(claim["leaseMs"] as? Int == 60_000)
+        #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == false)
+
+        claimant.close()  // the app crashed inside its handler
+        let started = ContinuousClock.now
+        #expect(try session.nextEvent() == "jwtError notProvided 0")
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
+    }
+
+    /// A fetch that failed gives its claim up at once; the next claim is granted without waiting for the lease.
+    /// The jwtError is not sent again, so a failing backend is not asked in a loop.
+    @Test func releaseRefreshFreesTheClaimAtOnce() throws {
+        let session = try Session(arguments: ["--refresh-lease", "60"])
+        let claimant = try VarlinkTestClient(path: session.fixture.socketPath)
+        defer { claimant.close() }
+        #expect(try claimant.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
+        // Only the holder may release it.
+        #expect(
+            try session.app.call("ReleaseRefresh", ["group": "shop", "generation": 0])["released"] as? Bool == false)
+        #expect(try claimant.call("ReleaseRefresh", ["group": "shop", "generation": 0])["released"] as? Bool == true)
+        #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
+        // Nothing was sent again: the next event is the one this test causes.
+        try session.app.call("SetToken", ["group": "shop", "token": TestJWT().token(expiringIn: 3600)])
+        #expect(try session.nextEvent() == "tokenRefreshed 1")
+    }
+
+    /// A claimant alive but stuck is replaced when its lease runs out: the jwtError goes out again. One that
+    /// renews keeps its claim.
+    @Test func aHungClaimantIsReplacedAfterTheLeaseUnlessItRenews() throws {
+        let session = try Session(arguments: ["--refresh-lease", "1"])
+        try session.app.call("Preflight", ["group": "shop"])
+        #expect(try session.nextEvent() == "jwtError notProvided 0")
+        let claimant = try VarlinkTestClient(path: session.fixture.socketPath)
+        defer { claimant.close() }
+        let renew: [String: Any] = ["group": "shop", "generation": 0, "renew": true]
+        #expect(try claimant.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
+        let granted = ContinuousClock.now
+        // A renewal from another connection is refused; the holder's own extends the lease.
+        #expect(try session.app.call("ClaimRefresh", renew)["granted"] as? Bool == false)
+        let renewed = try claimant.call("ClaimRefresh", renew)
+        #expect(renewed["granted"] as? Bool == true)
+        #expect(renewed["leaseMs"] as? Int == 1000)
+
+        // Then the claimant hangs: the lease runs out and the others hear the jwtError again.
+        #expect(try session.nextEvent() == "jwtError notProvided 0")
+        #expect(ContinuousClock.now - granted >= .milliseconds(900))
+        #expect(ContinuousClock.now - granted < .seconds(5))
+        #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
     }
 
     @Test func waitForTokenIsBoundedAndEndsAtItsTimeout() throws {

@@ -48,18 +48,23 @@ struct ExponeaAuthClientTests {
         try await auth.identifyCustomer(CustomerIdentity(customerIds: ["registered": "bob"]))
         #expect(try await auth.daemon.getToken(group: "shop").token == nil)
 
-        for clear in [auth.anonymize, auth.stopIntegration, auth.clearLocalCustomerData] {
+        for clear in [auth.anonymize, auth.stopIntegration] {
             try await auth.setSdkAuthToken(token)
-            try await clear()
+            let result = try await clear()
+            #expect(result.asked == 1 && result.confirmed)
             #expect(try await auth.daemon.getToken(group: "shop").token == nil)
         }
+        try await auth.setSdkAuthToken(token)
+        try await auth.clearLocalCustomerData()  // R9: the wipe, no flush
+        #expect(try await auth.daemon.getToken(group: "shop").token == nil)
         #expect(await events.waitFor(count: 11))
+        // The subscription began with where the group stood (no token yet).
         #expect(
-            events.all == [
+            events.all.drop(while: { $0 == "state" }) == [
                 "tokenRefreshed", "tokenRefreshed",
                 "tokenRefreshed", "flushRequested", "cleared",
                 "tokenRefreshed", "flushRequested", "cleared",
-                "tokenRefreshed", "flushRequested", "cleared",
+                "tokenRefreshed", "cleared",
             ])
     }
 
@@ -121,5 +126,91 @@ struct ExponeaAuthClientTests {
         // R13: a token inside its last minute is reported at once.
         #expect(await eventually { await !loop.contexts.isEmpty })
         #expect(await loop.contexts == [JwtErrorContext(reason: .expiredSoon, customerIds: ["registered": "dan"])])
+    }
+
+    /// Issue 17: the expiry timer fired before any app was there. An app that connects later is told (the
+    /// daemon replays the group's state on Subscribe) and its handler runs.
+    @Test func anAppThatConnectsAfterTheTimerFiredStillRunsItsHandler() async throws {
+        let daemon = try DaemonUnderTest()
+        let setter = AuthDaemonClient(socketPath: daemon.socketPath)
+        _ = try await setter.setToken(TestJWT().token(expiringIn: 30, ids: ["registered": "eve"]), group: "shop")
+
+        let auth = daemon.client()
+        defer { auth.close() }
+        let calls = Recorder<JwtErrorContext>()
+        auth.setJwtErrorHandler { context in calls.append(context) }
+        #expect(await calls.waitFor(count: 1))
+        #expect(calls.all == [JwtErrorContext(reason: .expiredSoon, customerIds: ["registered": "eve"])])
+    }
+
+    /// Issue 17: a token entered its last minute while the daemon was down. The start-up expiry reached no
+    /// app (none was connected); the app that connects after the start still runs its handler.
+    @Test func anAppThatConnectsAfterADaemonRestartStillHearsTheStartUpExpiry() async throws {
+        let daemon = try DaemonUnderTest()
+        let setter = AuthDaemonClient(socketPath: daemon.socketPath)
+        _ = try await setter.setToken(TestJWT().token(expiringIn: 30, ids: ["registered": "fay"]), group: "shop")
+        daemon.stop()
+        try daemon.start()
+
+        let auth = daemon.client()
+        defer { auth.close() }
+        let calls = Recorder<JwtErrorContext>()
+        auth.setJwtErrorHandler { context in calls.append(context) }
+        #expect(await calls.waitFor(count: 1))
+        // Within the wait, only the replay can bring it: the token's next timer (expired) is 30 s away.
+        #expect(calls.all == [JwtErrorContext(reason: .expiredSoon, customerIds: ["registered": "fay"])])
+    }
+
+    /// A handler registered after the group's jwtError came still gets it (the library's own replay).
+    @Test func aHandlerRegisteredAfterTheJwtErrorStillRuns() async throws {
+        let daemon = try DaemonUnderTest()
+        let auth = daemon.client()
+        defer { auth.close() }
+        let seen = Recorder<AuthEvent>()
+        let watcher = Task { for await event in auth.events where event.kind == .jwtError { seen.append(event) } }
+        defer { watcher.cancel() }
+        #expect(try await daemon.waitForSubscribers(1))
+        _ = try await auth.preflight()  // no token: notProvided, with no handler yet
+        #expect(await seen.waitFor(count: 1))
+
+        let calls = Recorder<JwtErrorContext>()
+        auth.setJwtErrorHandler { context in calls.append(context) }
+        #expect(await calls.waitFor(count: 1))
+        #expect(calls.all.map(\.reason) == [.notProvided])
+    }
+
+    /// R8: an app that does not confirm its flush in time makes anonymize report it; the token is cleared.
+    @Test func anonymizeReportsTheAppsThatDidNotConfirm() async throws {
+        // Long enough for the app without a handler to agree on a loaded machine; the slow one never does.
+        let daemon = try DaemonUnderTest(arguments: ["--flush-timeout", "3"])
+        let slow = daemon.client()
+        let caller = daemon.client()
+        defer { for app in [slow, caller] { app.close() } }
+        let gate = Gate()
+        slow.setFlushHandler { await gate.wait() }  // never done within the bound
+        #expect(try await daemon.waitForSubscribers(2))
+        try await caller.setSdkAuthToken(TestJWT().token(expiringIn: 3600))
+
+        let result = try await caller.anonymize()
+        await gate.open()
+        #expect(result.asked == 2)
+        #expect(result.unconfirmed == [UnconfirmedFlush(pid: getpid(), reason: .timedOut)])
+        #expect(!result.confirmed)
+        #expect(try await caller.daemon.getToken(group: "shop").token == nil)
+    }
+
+    /// A flush handler held until the test opens it.
+    actor Gate {
+        private var waiting: [CheckedContinuation<Void, Never>] = []
+        private var opened = false
+        func wait() async {
+            if opened { return }
+            await withCheckedContinuation { waiting.append($0) }
+        }
+        func open() {
+            opened = true
+            for waiter in waiting { waiter.resume() }
+            waiting = []
+        }
     }
 }

@@ -38,10 +38,10 @@ struct ReadmeExampleTests {
         // From the README:
         let auth = ExponeaAuthClient(
             group: "shop", integration: .stream(StreamSettings(streamId: "my-stream")), socketPath: daemon.socketPath)
-        auth.setJwtErrorHandler { context in  // on the main actor, in one app of the group only (R28)
-            Task { try await auth.setSdkAuthToken(await backend.fetchJwt(for: context.customerIds)) }
-        }
-        auth.setFlushHandler { await tracker.flush() }  // runs before anonymize or clear empties the group
+        auth.setAsyncJwtErrorHandler { context in  // on the main actor, in one app of the group only (R28)
+            try? await auth.setSdkAuthToken(await backend.fetchJwt(for: context.customerIds))
+        }  // returning without a token gives the refresh up at once; an app that exits gives it up too
+        auth.setFlushHandler { await tracker.flush() }  // runs before anonymize or stop empties the group
         #expect(try await daemon.waitForSubscribers(1))
         let (response, _) = try await auth.execute(.trackEvents, body: event, transport: http.send)  // R15-R24
 
@@ -51,8 +51,9 @@ struct ReadmeExampleTests {
         #expect(http.authorizations.withLock { $0 } == [nil])
         #expect(await eventually { (try? await auth.daemon.getToken(group: "shop").token?.value) == backend.token })
 
-        try await auth.anonymize()  // every app of the group flushes, then the token is gone
+        let flush = try await auth.anonymize()  // apps flush, token gone; flush.unconfirmed lists who did not
         #expect(tracker.flushes.withLock { $0 } == 1)
+        #expect(flush.confirmed)
         #expect(try await auth.daemon.getToken(group: "shop").token == nil)
         auth.close()
     }

@@ -28,7 +28,7 @@ struct ForeignUserTests {
                 case .waitForToken: ["group": group, "after": 0, "timeoutMs": 200]
                 case .identifyCustomer: ["group": group, "customerIds": ["registered": "intruder"], "token": token]
                 case .acknowledgeFlush: ["group": group, "flushId": "00000000-0000-0000-0000-000000000000"]
-                case .claimRefresh: ["group": group, "generation": 1]
+                case .claimRefresh, .releaseRefresh: ["group": group, "generation": 1]
                 case .listGroups: [:]
                 }
             return (method, parameters)

@@ -40,6 +40,13 @@ public final class AccessControl: Sendable {
         current.withLock { $0 = policy }
     }
 
+    /// The refresh lease `authd.conf` sets for `group` (`RefreshLeaseSec=`, system mode), or nil for the
+    /// daemon's.
+    public func refreshLease(for group: AppGroup) -> Double? {
+        guard case .policy = mode else { return nil }
+        return current.withLock { $0.rules[group]?.refreshLease }
+    }
+
     /// Whether `caller` may use `group`.
     public func allows(_ caller: Caller, _ group: AppGroup) -> Bool {
         switch mode {

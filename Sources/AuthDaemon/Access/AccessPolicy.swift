@@ -15,6 +15,7 @@ import AuthCore
 /// Name=com.example.shop
 /// Users=shop-app shop-widget
 /// Groups=shop-apps
+/// RefreshLeaseSec=20
 /// ```
 ///
 /// Root may use every group; anyone else only the groups whose `Users=` name them, or whose `Groups=` name a
@@ -25,11 +26,16 @@ public struct AccessPolicy: Sendable {
     /// What could not be resolved (unknown users or groups), to log; the rest is in force.
     public private(set) var warnings: [String] = []
 
-    /// Who may use one app group.
+    /// Who may use one app group, and the group's own settings.
     public struct Rule: Hashable, Sendable {
         public var uids: Set<UInt32> = []
         public var gids: Set<UInt32> = []
+        /// `RefreshLeaseSec=`: the group's refresh lease, instead of the daemon's `--refresh-lease`.
+        public var refreshLease: Double?
     }
+
+    /// The seconds `RefreshLeaseSec=` accepts, as `--refresh-lease` does.
+    public static let refreshLeaseRange = 0.1...600.0
 
     /// A policy that allows nobody but root.
     public init() {}
@@ -102,6 +108,14 @@ public struct AccessPolicy: Sendable {
                         warnings.append("\(file):\(assignment.line): no user '\(entry)', ignored")
                     }
                 }
+            case "RefreshLeaseSec":
+                guard let seconds = Double(assignment.value), Self.refreshLeaseRange.contains(seconds) else {
+                    throw ConfigurationError(
+                        file: file, line: assignment.line,
+                        message: "RefreshLeaseSec= needs a number of seconds from 0.1 to 600, not '\(assignment.value)'"
+                    )
+                }
+                rule.refreshLease = seconds
             case "Groups":
                 for entry in entries {
                     if let gid = UInt32(entry) ?? users.gid(ofGroup: entry) {

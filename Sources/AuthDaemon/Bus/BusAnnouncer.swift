@@ -91,7 +91,7 @@ public final class BusAnnouncer: Sendable {
             )
         case .cleared:
             return ("Cleared", [.string(event.group), .string(event.cause ?? "")])
-        case .flushRequested, .unknown:
+        case .flushRequested, .state, .unknown:
             return nil
         }
     }

@@ -3,6 +3,7 @@ import AuthCore
 import AuthProtocol
 import AuthTransport
 import Logging
+import Synchronization
 
 /// Turns `com.exponea.Auth` calls into the service's operations: validates parameters and group names,
 /// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
@@ -21,6 +22,8 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private let logger: Logger
     private let getTokenReplies = EncodedReplyCache()
     private let eventReplies = EncodedEventCache()
+    /// The connections that were granted a refresh claim, so that only their closing goes to the service.
+    private let claimants = Claimants()
 
     public init(service: AuthService, access: AccessControl, logger: Logger) {
         self.service = service
@@ -28,14 +31,23 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         self.logger = logger
     }
 
-    /// Handles one call of the `com.exponea.Auth` interface. A `oneway` call runs and sends nothing.
+    /// Handles one call of the `com.exponea.Auth` interface, as made on a connection of its own (a claim it
+    /// is granted lasts until its lease ends).
     public func handle(_ call: VarlinkCall, from caller: Caller, replies: VarlinkReplies) async {
+        await handle(call, from: caller, connection: .next(), replies: replies)
+    }
+
+    /// Handles one call of the `com.exponea.Auth` interface made on `connection`. A `oneway` call runs and
+    /// sends nothing.
+    public func handle(
+        _ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
+    ) async {
         let reply = call.oneway ? VarlinkReplies.discarded : replies
         do {
             guard let method = AuthInterface.Method(qualifiedName: call.method) else {
                 throw VarlinkError.methodNotFound(call.method)
             }
-            try await run(method, call, caller, reply)
+            try await run(method, call, caller, connection, reply)
         } catch let error as VarlinkError {
             try? reply.send(VarlinkReplyEncoder.error(error))
         } catch {
@@ -45,8 +57,15 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         }
     }
 
+    /// The refresh claims `connection` holds end with it (the app exited or crashed inside its fetch).
+    public func connectionClosed(_ connection: VarlinkConnectionID) async {
+        guard claimants.remove(connection) else { return }
+        await service.connectionClosed(connection.rawValue)
+    }
+
     private func run(
-        _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ replies: VarlinkReplies
+        _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
+        _ replies: VarlinkReplies
     ) async throws {
         switch method {
         case .setToken:
@@ -106,15 +125,20 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             }
             try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
-        case .anonymize, .stopIntegration, .clearLocalCustomerData:
+        case .anonymize, .stopIntegration:
             let group = try permitted(call.stringParameter("group"), caller)
-            let cause: AuthService.ClearCause =
-                switch method {
-                case .anonymize: .anonymize
-                case .stopIntegration: .stopIntegration
-                default: .clearLocalCustomerData
-                }
-            try await mapped { () async throws(AuthServiceError) in try await service.clear(group, cause: cause) }
+            let cause: AuthService.ClearCause = method == .anonymize ? .anonymize : .stopIntegration
+            let result = try await mapped { () async throws(AuthServiceError) in
+                try await service.clear(group, cause: cause)
+            }
+            try replies.send(VarlinkReplyEncoder.reply(result))
+
+        case .clearLocalCustomerData:
+            // R9: the wipe; nothing is flushed.
+            let group = try permitted(call.stringParameter("group"), caller)
+            _ = try await mapped { () async throws(AuthServiceError) in
+                try await service.clear(group, cause: .clearLocalCustomerData)
+            }
             try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .subscribe:
@@ -140,8 +164,21 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         case .claimRefresh:
             let parameters = try call.parameters(ClaimRefreshParameters.self)
             let group = try permitted(parameters.group, caller)
-            let granted = await service.claimRefresh(group, generation: parameters.generation)
-            try replies.send(VarlinkReplyEncoder.reply(ClaimRefreshResult(granted: granted)))
+            // Noted before the claim, so that a close racing the grant still ends it.
+            claimants.insert(connection)
+            let lease = access.refreshLease(for: group) ?? service.refreshLease
+            let granted = await service.claimRefresh(
+                group, generation: parameters.generation, holder: connection.rawValue,
+                renew: parameters.renew ?? false, lease: lease)
+            let leaseMs = granted ? Int((lease * 1000).rounded()) : nil
+            try replies.send(VarlinkReplyEncoder.reply(ClaimRefreshResult(granted: granted, leaseMs: leaseMs)))
+
+        case .releaseRefresh:
+            let parameters = try call.parameters(ReleaseRefreshParameters.self)
+            let group = try permitted(parameters.group, caller)
+            let released = await service.releaseRefresh(
+                group, generation: parameters.generation, holder: connection.rawValue)
+            try replies.send(VarlinkReplyEncoder.reply(ReleaseRefreshResult(released: released)))
 
         case .listGroups:
             _ = try call.parameters(EmptyPayload.self)
@@ -203,5 +240,18 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 throw .storeFailure(message: "the token store could not be written; the previous state is kept")
             }
         }
+    }
+}
+
+/// The connections that were granted a refresh claim at some point: most connections never claim, and their
+/// closing need not reach the service's actor.
+private final class Claimants: Sendable {
+    private let connections = Mutex<Set<VarlinkConnectionID>>([])
+
+    func insert(_ connection: VarlinkConnectionID) { _ = connections.withLock { $0.insert(connection) } }
+
+    /// Forgets `connection`; whether it had claimed.
+    func remove(_ connection: VarlinkConnectionID) -> Bool {
+        connections.withLock { $0.remove(connection) != nil }
     }
 }

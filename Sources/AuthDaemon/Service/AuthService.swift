@@ -13,8 +13,14 @@ import NIOPosix
 /// happen before memory changes (a failed write leaves the group as it was) and run off the actor: one group's
 /// writes one at a time, in order, other groups' writes and every other call meanwhile.
 public actor AuthService {
-    /// How long a ClaimRefresh grant holds before another app may be granted the same generation (R28).
+    /// How long a refresh claim holds, unless renewed, when its holder neither sets a token, releases it, nor
+    /// closes its connection: the bound for a claimant that is alive but hung. When it ends, the group's
+    /// pending jwtError is sent again so that another app refreshes (R28).
     public nonisolated let refreshLease: TimeInterval
+    /// The default ``refreshLease``: a token fetch is a backend round trip, well under it, and a backend slow
+    /// by nature renews; a request waiting for a token (R19's second, R22) fails for at most this long
+    /// behind a hung claimant. A claimant that exits or crashes is replaced at once, lease or not.
+    public static let defaultRefreshLease: TimeInterval = 5
     /// The window in which the same jwtError (group, reason, generation) is sent only once.
     public nonisolated let jwtErrorWindow: TimeInterval
     /// How long a clear waits for the group's apps to acknowledge the flush (R9).
@@ -30,6 +36,8 @@ public actor AuthService {
     private var observers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
     /// The groups' expiry deadlines (R13, R14).
     private var expiry = ExpiryScheduler()
+    /// The groups whose refresh claim each connection holds, to end them when it closes.
+    private var claimsByHolder: [UInt64: Set<AppGroup>] = [:]
     /// Events the deadlines of the loaded tokens call for, sent by ``start()``.
     private var startupEvents: [ExpiryEvent] = []
     /// The wall-clock timer armed for the earliest deadline, when the daemon runs one.
@@ -48,7 +56,7 @@ public actor AuthService {
     public init(
         store: TokenStore,
         records: [TokenRecord],
-        refreshLease: TimeInterval = 15,
+        refreshLease: TimeInterval = AuthService.defaultRefreshLease,
         jwtErrorWindow: TimeInterval = 2,
         flushTimeout: Duration = .seconds(2),
         maximumSubscribersPerGroup: Int = 1024,
@@ -156,9 +164,9 @@ public actor AuthService {
         )
     }
 
-    /// Decides about a failed stream request (R19-R21). A request that carried an older token than the
-    /// current one is retried at once, with no handler; otherwise the group's apps get a `jwtError` event when
-    /// the decision has a reason.
+    /// Decides about a failed stream request (R19-R21). A request that carried another token than the
+    /// current one (set at a later generation, and not the same token stored again) is retried at once, with
+    /// no handler; otherwise the group's apps get a `jwtError` event when the decision has a reason.
     public func reportAuthFailure(
         _ group: AppGroup,
         status: Int,
@@ -166,9 +174,9 @@ public actor AuthService {
         serverSaysExpired: Bool
     ) -> RetryDecision {
         let state = groups[group]
-        let current = state?.generation ?? 0
         // A request that carried no token while there is one now went out before the token was set.
-        let replaced = sentGeneration.map { $0 < current } ?? (state?.token != nil)
+        // Identity, not generation: the same token stored again is no replacement (R6, R19).
+        let replaced = sentGeneration.map { $0 < (state?.tokenSince ?? 0) } ?? (state?.token != nil)
         let sent: TokenState = sentGeneration == nil ? .notProvided : TokenState(state?.token, at: now())
         let decision = RetryDecision(
             status: status,
@@ -180,10 +188,11 @@ public actor AuthService {
         return decision
     }
 
-    /// Returns as soon as the group's generation is newer than `after`, or when `timeout` has passed (R18,
-    /// R22), with the token then current.
+    /// Returns as soon as another token than the one current at generation `after` is set (or the group is
+    /// cleared), or when `timeout` has passed (R18, R22), with the token then current. The same token stored
+    /// again does not end the wait.
     public func waitForToken(_ group: AppGroup, after: UInt64, timeout: Duration) async -> (StreamJWT?, UInt64) {
-        if (groups[group]?.generation ?? 0) <= after && timeout > .zero {
+        if (groups[group]?.tokenSince ?? 0) <= after && timeout > .zero {
             let id = makeID()
             await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
@@ -216,16 +225,100 @@ public actor AuthService {
         return try await commit(group, token: jwt, customerIds: customerIds)
     }
 
-    /// Grants the group's refresh of `generation` to the first caller, for ``refreshLease`` seconds (R28). A
-    /// generation older than the current one has already been refreshed and is not granted.
-    public func claimRefresh(_ group: AppGroup, generation: UInt64) -> Bool {
+    /// Grants the group's refresh of `generation` to the first caller (R28). The claim ends when a token is
+    /// set, when the holder releases it or its connection closes, or after ``refreshLease`` seconds; the last
+    /// two send the group's pending jwtError again, so that another app takes over. A generation older than
+    /// the current one has already been refreshed and is not granted.
+    ///
+    /// - Parameters:
+    ///   - holder: The connection that asks (see ``connectionClosed(_:)``); nil for a caller without one.
+    ///   - renew: The holder extends its claim by another lease, for a fetch that takes long. A claim held by
+    ///     someone else is still refused; a free one is granted.
+    ///   - lease: The group's own lease (authd.conf), instead of ``refreshLease``.
+    public func claimRefresh(
+        _ group: AppGroup, generation: UInt64, holder: UInt64? = nil, renew: Bool = false, lease: TimeInterval? = nil
+    ) -> Bool {
+        let lease = lease ?? refreshLease
         var state = groups[group] ?? GroupState()
         guard generation >= state.generation else { return false }
         let instant = now()
-        if let lease = state.refreshLease, lease.generation == generation, lease.until > instant { return false }
-        state.refreshLease = (generation, instant.addingTimeInterval(refreshLease))
+        if let claim = state.refreshClaim, claim.generation == generation, claim.until > instant {
+            guard renew, holder != nil, claim.holder == holder else { return false }
+            state.refreshClaim?.until = instant.addingTimeInterval(lease)
+            groups[group] = state
+            return true
+        }
+        if let old = state.refreshClaim { forgetClaim(group, of: old.holder) }
+        let claim = GroupState.RefreshClaim(
+            id: makeID(), generation: generation, holder: holder, lease: lease,
+            until: instant.addingTimeInterval(lease))
+        state.refreshClaim = claim
         groups[group] = state
+        if let holder { claimsByHolder[holder, default: []].insert(group) }
+        endLease(of: group, claim: claim.id, after: lease)
         return true
+    }
+
+    /// The holder gives up its claim on the refresh of `generation` (its fetch failed): the next ClaimRefresh
+    /// is granted at once. The pending jwtError is not sent again, so that a failing backend is not asked in a
+    /// loop; the next request's jwtError finds the claim free.
+    ///
+    /// - Returns: Whether `holder` held the claim.
+    public func releaseRefresh(_ group: AppGroup, generation: UInt64, holder: UInt64?) -> Bool {
+        guard let claim = groups[group]?.refreshClaim, claim.generation == generation, claim.holder == holder else {
+            return false
+        }
+        endClaim(group, resend: false, why: "released by its holder")
+        return true
+    }
+
+    /// The connection `holder` closed: every claim it holds ends at once, and each group's pending jwtError
+    /// goes out again, so that another app refreshes (the claimant exited or crashed inside its fetch).
+    public func connectionClosed(_ holder: UInt64) {
+        guard let claimed = claimsByHolder.removeValue(forKey: holder) else { return }
+        for group in claimed where groups[group]?.refreshClaim?.holder == holder {
+            endClaim(group, resend: true, why: "its holder's connection closed")
+        }
+    }
+
+    /// Arms the timer of a claim's lease: when it runs out, unless renewed, the claim ends.
+    private func endLease(of group: AppGroup, claim id: UInt64, after seconds: TimeInterval) {
+        let wait = Duration.milliseconds(Int64((max(seconds, 0) * 1000).rounded(.up)))
+        Task { [weak self] in
+            try? await Task.sleep(for: wait)
+            await self?.leaseTimerFired(group, claim: id)
+        }
+    }
+
+    private func leaseTimerFired(_ group: AppGroup, claim id: UInt64) {
+        guard let claim = groups[group]?.refreshClaim, claim.id == id else { return }
+        let left = claim.until.timeIntervalSince(now())
+        if left > 0 {
+            // Renewed meanwhile. At most one lease: a wall clock set back must not stretch it.
+            endLease(of: group, claim: id, after: min(left, claim.lease))
+            return
+        }
+        endClaim(group, resend: true, why: "its lease ran out")
+    }
+
+    private func endClaim(_ group: AppGroup, resend: Bool, why: String) {
+        guard let claim = groups[group]?.refreshClaim else { return }
+        groups[group]?.refreshClaim = nil
+        forgetClaim(group, of: claim.holder)
+        logger.notice(
+            "Refresh claim ended: \(why)",
+            metadata: ["authd.group": "\(group)", "authd.generation": "\(claim.generation)"]
+        )
+        guard resend, let state = groups[group], let pending = state.pendingJwtError,
+            pending.generation == state.generation, claim.generation == state.generation
+        else { return }
+        sendJwtError(group, reason: pending.reason, evenWithinWindow: true)
+    }
+
+    private func forgetClaim(_ group: AppGroup, of holder: UInt64?) {
+        guard let holder else { return }
+        claimsByHolder[holder]?.remove(group)
+        if claimsByHolder[holder]?.isEmpty == true { claimsByHolder[holder] = nil }
     }
 
     // MARK: Clearing
@@ -235,41 +328,55 @@ public actor AuthService {
         case anonymize, stopIntegration, clearLocalCustomerData
     }
 
-    /// Asks the group's apps to flush, waits until each has acknowledged or ``flushTimeout`` passed, then
-    /// removes token and identity from memory and disk and tells the apps (`cleared`) (R8, R9).
-    public func clear(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) {
+    /// Removes token and identity from memory and disk and tells the apps (`cleared`) (R8, R9). For
+    /// `anonymize` and `stopIntegration`, first asks the group's apps to flush and waits until each has
+    /// acknowledged or ``flushTimeout`` passed; `clearLocalCustomerData` is the wipe and clears at once (R9).
+    ///
+    /// - Returns: The subscriptions asked to flush and those that did not confirm (timed out, or ended
+    ///   first). The group is cleared either way.
+    @discardableResult
+    public func clear(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) -> ClearResult {
+        let result = cause == .clearLocalCustomerData ? ClearResult(asked: 0, unconfirmed: []) : await flush(group)
+        try await writingAlone(group) { () async throws(AuthServiceError) in
+            try await removeRecord(group, cause: cause)
+        }
+        return result
+    }
+
+    /// Asks the group's apps to flush and waits until each has acknowledged or ``flushTimeout`` passed.
+    private func flush(_ group: AppGroup) async -> ClearResult {
         let subscribers = groups[group]?.subscribers ?? [:]
         if groups[group]?.pendingFlush != nil {
             // Another clear is waiting for this group's flush: wait for the same one.
-            await withCheckedContinuation { groups[group]?.pendingFlush?.done.append($0) }
-        } else if !subscribers.isEmpty {
-            // Each subscription gets a flushId of its own, so two apps in one process are told apart.
-            let flushIds = Dictionary(uniqueKeysWithValues: subscribers.keys.map { (UUID().uuidString, $0) })
-            let flush = makeID()
-            await withCheckedContinuation { continuation in
-                groups[group, default: GroupState()].pendingFlush = GroupState.PendingFlush(
-                    id: flush,
-                    waitingFor: flushIds,
-                    done: [continuation]
-                )
-                for (flushId, id) in flushIds {
-                    guard let subscriber = subscribers[id] else { continue }
-                    let request = AuthEvent(
-                        kind: .flushRequested,
-                        group: group.name,
-                        generation: generation(of: group),
-                        flushId: flushId
-                    )
-                    deliver(request, to: subscriber, id, of: group)
-                }
-                Task { [weak self, flushTimeout] in
-                    try? await Task.sleep(for: flushTimeout)
-                    await self?.finishFlush(group, flush, timedOut: true)
-                }
-            }
+            return await withCheckedContinuation { groups[group]?.pendingFlush?.done.append($0) }
         }
-        try await writingAlone(group) { () async throws(AuthServiceError) in
-            try await removeRecord(group, cause: cause)
+        guard !subscribers.isEmpty else { return ClearResult(asked: 0, unconfirmed: []) }
+        // Each subscription gets a flushId of its own, so two apps in one process are told apart.
+        let flushIds = Dictionary(
+            uniqueKeysWithValues: subscribers.map { (UUID().uuidString, (subscription: $0.key, pid: $0.value.pid)) })
+        let flush = makeID()
+        return await withCheckedContinuation { continuation in
+            groups[group, default: GroupState()].pendingFlush = GroupState.PendingFlush(
+                id: flush,
+                waitingFor: flushIds,
+                asked: flushIds.count,
+                done: [continuation]
+            )
+            for (flushId, entry) in flushIds {
+                let id = entry.subscription
+                guard let subscriber = subscribers[id] else { continue }
+                let request = AuthEvent(
+                    kind: .flushRequested,
+                    group: group.name,
+                    generation: generation(of: group),
+                    flushId: flushId
+                )
+                deliver(request, to: subscriber, id, of: group)
+            }
+            Task { [weak self, flushTimeout] in
+                try? await Task.sleep(for: flushTimeout)
+                await self?.finishFlush(group, flush, timedOut: true)
+            }
         }
     }
 
@@ -283,8 +390,10 @@ public actor AuthService {
         state.token = nil
         state.customerIds = [:]
         state.generation += 1
+        state.tokenSince = state.generation
         state.changedAt = now()
-        state.refreshLease = nil
+        if let claim = state.refreshClaim { forgetClaim(group, of: claim.holder) }
+        state.refreshClaim = nil
         groups[group] = state
         current.set(group, token: nil, generation: state.generation)
         expiry.remove(group)
@@ -334,17 +443,57 @@ public actor AuthService {
             return nil
         }
         let id = makeID()
-        groups[group, default: GroupState()].subscribers[id] = GroupState.Subscriber(pid: pid, sink: sink)
+        let subscriber = GroupState.Subscriber(pid: pid, sink: sink)
+        groups[group, default: GroupState()].subscribers[id] = subscriber
+        for event in currentState(of: group) {
+            deliver(event, to: subscriber, id, of: group)
+            // Gone already: the sink ends the subscription, and the caller's unsubscribe finds nothing.
+            guard groups[group]?.subscribers[id] != nil else { break }
+        }
         return id
     }
 
-    /// Forgets a subscription; a flush waiting for its acknowledgement no longer does.
+    /// What a new subscriber is told first, so that it acts as one that was there all along: a `state`
+    /// event (the token's state, whether a refresh is claimed), then the jwtError the group waits on, if any:
+    /// the token's expiry when it is in its last minute or past it (the timer may have fired before anyone
+    /// listened, or while the daemon was down, R13), or else the last jwtError of the current generation.
+    private func currentState(of group: AppGroup) -> [AuthEvent] {
+        let state = groups[group] ?? GroupState()
+        let instant = now()
+        let tokenState = TokenState(state.token, at: instant)
+        let claimed = state.refreshClaim.map { $0.generation == state.generation && $0.until > instant } ?? false
+        var events = [
+            AuthEvent(
+                kind: .state, group: group.name, generation: state.generation, tokenState: tokenState,
+                refreshClaimed: claimed)
+        ]
+        var reason: JwtErrorReason?
+        if tokenState == .expired || tokenState == .expiredSoon {
+            reason = tokenState.errorReason
+        } else if let pending = state.pendingJwtError, pending.generation == state.generation {
+            reason = pending.reason
+        }
+        if let reason {
+            events.append(
+                AuthEvent(
+                    kind: .jwtError, group: group.name, generation: state.generation, reason: reason,
+                    customerIds: state.customerIdsForHandler))
+        }
+        return events
+    }
+
+    /// Forgets a subscription; a flush waiting for its acknowledgement no longer does, and counts it as not
+    /// confirmed.
     func unsubscribe(_ group: AppGroup, subscription id: UInt64) {
         guard groups[group]?.subscribers.removeValue(forKey: id) != nil else { return }
         // An app that is gone will not acknowledge its flush.
-        if let flushId = groups[group]?.pendingFlush?.waitingFor.first(where: { $0.value == id })?.key {
-            acknowledgeFlush(group, flushId: flushId)
-        }
+        guard var flush = groups[group]?.pendingFlush,
+            let flushId = flush.waitingFor.first(where: { $0.value.subscription == id })?.key,
+            let entry = flush.waitingFor.removeValue(forKey: flushId)
+        else { return }
+        flush.dropped.append(UnconfirmedFlush(pid: entry.pid, reason: .dropped))
+        groups[group]?.pendingFlush = flush
+        if flush.waitingFor.isEmpty { finishFlush(group, flush.id, timedOut: false) }
     }
 
     /// Every group's events, for the D-Bus announcer.
@@ -410,11 +559,15 @@ public actor AuthService {
         }
         // The actor may have run other calls during the write, but none wrote this group: read it again.
         state = groups[group] ?? GroupState()
+        let replaced = token?.compact != state.token?.compact
+        let since = replaced ? record.generation : state.tokenSince
         state.token = token
         state.customerIds = customerIds
         state.generation = record.generation
+        state.tokenSince = since
         state.changedAt = record.changedAt
-        state.refreshLease = nil
+        if let claim = state.refreshClaim { forgetClaim(group, of: claim.holder) }
+        state.refreshClaim = nil
         groups[group] = state
         current.set(group, token: token, generation: record.generation)
         logger.info(
@@ -427,7 +580,8 @@ public actor AuthService {
         if token != nil {
             send(AuthEvent(kind: .tokenRefreshed, group: group.name, generation: record.generation), to: group)
         }
-        resumeAllWaiters(group)
+        // Waiters wait for another token (R19, R22): the same one stored again wakes none.
+        if replaced { resumeAllWaiters(group) }
         deliver(expiry.set(group, expiresAt: token?.expiresAt, now: record.changedAt))
         return record.generation
     }
@@ -483,13 +637,18 @@ public actor AuthService {
         return pool
     }()
 
-    private func sendJwtError(_ group: AppGroup, reason: JwtErrorReason) {
+    /// Sends a jwtError to the group's apps, once per ``jwtErrorWindow`` for the same reason and generation
+    /// unless `evenWithinWindow` (a claimant went away: another app must hear it now).
+    private func sendJwtError(_ group: AppGroup, reason: JwtErrorReason, evenWithinWindow: Bool = false) {
         var state = groups[group] ?? GroupState()
         let key = GroupState.JwtErrorKey(reason: reason, generation: state.generation)
         let instant = now()
-        if let last = state.lastJwtError[key], instant.timeIntervalSince(last) < jwtErrorWindow { return }
+        if !evenWithinWindow, let last = state.lastJwtError[key], instant.timeIntervalSince(last) < jwtErrorWindow {
+            return
+        }
         state.lastJwtError = state.lastJwtError.filter { instant.timeIntervalSince($0.value) < jwtErrorWindow }
         state.lastJwtError[key] = instant
+        state.pendingJwtError = key
         groups[group] = state
         logger.notice(
             "JWT error",
@@ -538,13 +697,19 @@ public actor AuthService {
     private func finishFlush(_ group: AppGroup, _ id: UInt64, timedOut: Bool) {
         guard let flush = groups[group]?.pendingFlush, flush.id == id else { return }
         groups[group]?.pendingFlush = nil
-        if timedOut {
+        let late = flush.waitingFor.values.map { UnconfirmedFlush(pid: $0.pid, reason: .timedOut) }
+        let unconfirmed = (flush.dropped + late).sorted { ($0.pid, $0.reason.rawValue) < ($1.pid, $1.reason.rawValue) }
+        if !unconfirmed.isEmpty {
             logger.warning(
                 "Clearing without every app's flush acknowledgement",
-                metadata: ["authd.group": "\(group)", "authd.missing": "\(flush.waitingFor.count)"]
+                metadata: [
+                    "authd.group": "\(group)", "authd.timed_out": "\(late.count)",
+                    "authd.dropped": "\(flush.dropped.count)",
+                ]
             )
         }
-        for waiting in flush.done { waiting.resume() }
+        let result = ClearResult(asked: flush.asked, unconfirmed: unconfirmed)
+        for waiting in flush.done { waiting.resume(returning: result) }
     }
 
     private func resumeWaiter(_ group: AppGroup, _ id: UInt64) {

@@ -30,8 +30,10 @@ struct GroupState {
     struct Activity {
         var subscribers: [UInt64: Subscriber] = [:]
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var refreshLease: (generation: UInt64, until: Date)?
+        var refreshClaim: RefreshClaim?
         var lastJwtError: [JwtErrorKey: Date] = [:]
+        var pendingJwtError: JwtErrorKey?
+        var tokenSince: UInt64?
         var pendingFlush: PendingFlush?
         var writing = false
         var waitingToWrite: [CheckedContinuation<Void, Never>] = []
@@ -65,10 +67,30 @@ struct GroupState {
         get { inUse.waiters }
         _modify { yield &inUse.waiters }
     }
-    /// The ClaimRefresh lease: the generation it is for, and until when it holds.
-    var refreshLease: (generation: UInt64, until: Date)? {
-        get { inUse.refreshLease }
-        _modify { yield &inUse.refreshLease }
+    /// The generation at which the current token (or its absence) was stored: a set of the same token again,
+    /// or a change of identity alone, leaves it (R19: the token was replaced only when it is another token).
+    /// Kept out of line, as it differs from ``generation`` only after such a set: an idle group stays small.
+    var tokenSince: UInt64 {
+        get { activity?.value.tokenSince ?? generation }
+        set {
+            if newValue != generation {
+                inUse.tokenSince = newValue
+            } else if activity != nil {
+                inUse.tokenSince = nil
+            }
+        }
+    }
+
+    /// The refresh claim: who holds it, for which generation, until when.
+    var refreshClaim: RefreshClaim? {
+        get { inUse.refreshClaim }
+        _modify { yield &inUse.refreshClaim }
+    }
+    /// The last jwtError sent: the group waits on it while its generation is the current one, and sends it
+    /// again when a claimant goes away, and to an app that subscribes.
+    var pendingJwtError: JwtErrorKey? {
+        get { inUse.pendingJwtError }
+        _modify { yield &inUse.pendingJwtError }
     }
     /// When each (reason, generation) jwtError was last sent, to send it once per window.
     var lastJwtError: [JwtErrorKey: Date] {
@@ -105,6 +127,20 @@ struct GroupState {
         var sink: any AuthEventSink
     }
 
+    /// A granted ClaimRefresh (R28).
+    struct RefreshClaim {
+        /// Tells this claim from a later one, for its lease's timer.
+        var id: UInt64
+        /// The generation being refreshed.
+        var generation: UInt64
+        /// The connection that holds it; the claim ends when it closes. Nil for a caller without one.
+        var holder: UInt64?
+        /// How long the lease is: the group's own, or the daemon's.
+        var lease: TimeInterval
+        /// When the lease ends unless renewed.
+        var until: Date
+    }
+
     struct JwtErrorKey: Hashable {
         var reason: JwtErrorReason
         var generation: UInt64
@@ -113,9 +149,13 @@ struct GroupState {
     struct PendingFlush {
         /// Tells this flush from a later one, for its timeout.
         var id: UInt64
-        /// The flushIds not yet acknowledged, with the subscription each was sent to.
-        var waitingFor: [String: UInt64]
-        /// The clears waiting for the flush to end.
-        var done: [CheckedContinuation<Void, Never>]
+        /// The flushIds not yet acknowledged, with the subscription each was sent to and its process.
+        var waitingFor: [String: (subscription: UInt64, pid: Int32)]
+        /// The subscriptions that ended before they acknowledged.
+        var dropped: [UnconfirmedFlush] = []
+        /// How many subscriptions were asked.
+        var asked: Int
+        /// The clears waiting for the flush to end, each told who did not confirm.
+        var done: [CheckedContinuation<ClearResult, Never>]
     }
 }

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthProtocol
+import AuthTestKit
+import AuthTransport
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// The handler learns which connection made each call, and hears once when that connection is closed, after
+/// its last call returned: what a refresh claim needs to end with its claimant.
+@Suite("Varlink server: connection identity and close")
+struct ConnectionIdentityTests {
+    /// Answers test.Who with nothing, recording the connection of each call; test.Hold waits until cancelled.
+    final class RecordingHandler: VarlinkCallHandler {
+        let calls = Mutex<[VarlinkConnectionID]>([])
+        let closed = Mutex<[VarlinkConnectionID]>([])
+        /// Connections whose last call had returned when their close was heard.
+        let closedAfterCalls = Mutex<[VarlinkConnectionID]>([])
+        let running = Mutex<Set<VarlinkConnectionID>>([])
+
+        func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+            Issue.record("the server must pass the connection")
+        }
+
+        func handle(
+            _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+        ) async {
+            calls.withLock { $0.append(connection) }
+            running.withLock { _ = $0.insert(connection) }
+            defer { running.withLock { _ = $0.remove(connection) } }
+            if call.method == "test.Hold" {
+                while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
+                return
+            }
+            try? replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
+        }
+
+        func connectionClosed(_ connection: VarlinkConnectionID) async {
+            closed.withLock { $0.append(connection) }
+            if !running.withLock({ $0.contains(connection) }) { closedAfterCalls.withLock { $0.append(connection) } }
+        }
+    }
+
+    @Test func eachCallCarriesItsConnectionAndTheCloseComesOnceAfterTheLastCall() async throws {
+        let directory = try TemporaryDirectory(prefix: "authd-identity")
+        defer { directory.remove() }
+        let path = directory.appending("io.socket")
+        let handler = RecordingHandler()
+        let server = VarlinkServer(
+            configuration: .init(listen: .path(path, mode: 0o600)), handler: handler, logger: Logger(label: "test"))
+        let listening = Mutex(false)
+        let task = Task { try await server.run { listening.withLock { $0 = true } } }
+        #expect(await BackgroundProcess.eventually { listening.withLock { $0 } })
+
+        let first = try UnixClient(path: path)
+        let second = try UnixClient(path: path)
+        try await offPool { [first, second] in
+            _ = try first.exchange(#"{"method":"test.Who"}"#)
+            _ = try first.exchange(#"{"method":"test.Who"}"#)
+            _ = try second.exchange(#"{"method":"test.Who"}"#)
+            try second.send(#"{"method":"test.Hold"}"#)  // a call still running when the peer goes away
+        }
+        #expect(await BackgroundProcess.eventually { handler.calls.withLock { $0.count } == 4 })
+        let calls = handler.calls.withLock { $0 }
+        #expect(calls[0] == calls[1])  // one connection, one identity
+        #expect(calls[2] != calls[0] && calls[3] == calls[2])
+        #expect(handler.closed.withLock { $0 }.isEmpty)
+
+        first.close()
+        second.close()
+        #expect(await BackgroundProcess.eventually { handler.closed.withLock { $0.count } == 2 })
+        #expect(Set(handler.closed.withLock { $0 }) == [calls[0], calls[2]])
+        // The held call was cancelled and returned before its connection's close was heard.
+        #expect(Set(handler.closedAfterCalls.withLock { $0 }) == [calls[0], calls[2]])
+        task.cancel()
+        try await task.value
+        #expect(handler.closed.withLock { $0.count } == 2)  // once each
+    }
+}

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// An app of an app group, as a process of its own, for tests of several apps together: it links
+// ExponeaAuth, registers an async JWT error handler, and is driven line by line on standard input.
+//
+// Usage: authd-test-app SOCKET GROUP [--sync]
+//
+// Prints:  handler REASON            its JWT error handler runs (then waits for a handler command)
+//          set GENERATION            the handler stored the token it was given
+//          renewed true|false        the handler renewed its claim
+//          refreshed GENERATION ID   a token was set for the group; ID is its ids' "registered" value
+//          response STATUS           a request ended
+// Reads:   token JWT                 the running handler stores JWT and returns
+//          fail                      the running handler returns without a token
+//          renew                     the running handler renews its claim and goes on waiting
+//          accept ID                 the app's backend accepts only tokens whose "registered" id is ID
+//          request                   sends one stream request through ExponeaAuthClient.execute
+// A handler given no command hangs: that is how a test makes a claimant that is alive but stuck.
+import AuthCore
+import ExponeaAuth
+import Foundation
+import HTTPTypes
+import Synchronization
+
+@main
+enum TestApp {
+    static let auth: ExponeaAuthClient = {
+        let arguments = CommandLine.arguments
+        return ExponeaAuthClient(
+            group: arguments[2], integration: .stream(StreamSettings(streamId: "stream-1")),
+            socketPath: arguments[1], retryWait: .seconds(5))
+    }()
+    /// The lines for the running handler, in order.
+    static let handlerLines = LineQueue()
+    /// The registered id the app's backend accepts.
+    static let accepted = Mutex("v1")
+
+    @MainActor
+    static func main() async throws {
+        guard CommandLine.arguments.count >= 3 else {
+            FileHandle.standardError.write(Data("usage: authd-test-app SOCKET GROUP [--sync]\n".utf8))
+            exit(2)
+        }
+        let reader = CommandReader()
+        if CommandLine.arguments.contains("--sync") {
+            auth.setJwtErrorHandler { context in Task { await reader.runHandler(context) } }
+        } else {
+            auth.setAsyncJwtErrorHandler { context in await reader.runHandler(context) }
+        }
+        Task.detached {
+            for await refresh in auth.tokenRefreshes {
+                let token = try? await auth.daemon.getToken(group: auth.group)
+                say("refreshed \(refresh.generation) \(token?.claims?.customerIds["registered"] ?? "-")")
+            }
+        }
+        Task.detached {
+            while let line = readLine() {
+                if line.hasPrefix("accept ") {
+                    accepted.withLock { $0 = String(line.dropFirst(7)) }
+                } else if line == "request" {
+                    Task { await request() }
+                } else {
+                    await handlerLines.push(line)
+                }
+            }
+            exit(0)
+        }
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// One stream request to a backend that accepts only the tokens of the accepted customer.
+    static func request() async {
+        let transport: HTTPTransport = { request, _ in
+            let bearer = request.headerFields[.authorization].map { String($0.dropFirst("Bearer ".count)) }
+            let id = bearer.flatMap { try? StreamJWT(parsing: $0) }?.claims.customerIds["registered"]
+            let ok = id != nil && id == accepted.withLock { $0 }
+            return (HTTPResponse(status: ok ? .ok : .unauthorized), Data("{}".utf8))
+        }
+        do {
+            let (response, _) = try await auth.execute(.trackEvents, body: Data("{}".utf8), transport: transport)
+            say("response \(response.status.code)")
+        } catch {
+            say("response error \(error)")
+        }
+    }
+}
+
+/// Lines waiting for a handler, handed out in order; handlers waiting for a line are served in order.
+actor LineQueue {
+    private var buffered: [String] = []
+    private var waiting: [CheckedContinuation<String, Never>] = []
+
+    func push(_ line: String) {
+        if waiting.isEmpty {
+            buffered.append(line)
+        } else {
+            waiting.removeFirst().resume(returning: line)
+        }
+    }
+
+    func next() async -> String {
+        if !buffered.isEmpty { return buffered.removeFirst() }
+        return await withCheckedContinuation { waiting.append($0) }
+    }
+}
+
+/// Runs the JWT error handler on the main actor, taking its commands one line at a time.
+@MainActor
+final class CommandReader {
+    func runHandler(_ context: JwtErrorContext) async {
+        TestApp.say("handler \(context.reason.rawValue)")
+        while true {
+            let line = await TestApp.handlerLines.next()
+            if line.hasPrefix("token ") {
+                do {
+                    try await TestApp.auth.setSdkAuthToken(String(line.dropFirst(6)))
+                    TestApp.say("set \(try await TestApp.auth.daemon.getToken(group: TestApp.auth.group).generation)")
+                } catch {
+                    TestApp.say("error \(error)")
+                }
+                return
+            } else if line == "fail" {
+                return
+            } else if line == "renew" {
+                TestApp.say("renewed \((try? await TestApp.auth.renewRefreshClaim()) ?? false)")
+            }
+        }
+    }
+}
