@@ -100,16 +100,12 @@ struct Agent: Sendable {
         AgentLog.info("watching app group '\(group)'")
         while true {
             do {
-                let events = client.events(group: group)
-                // What stands now, at start and after the daemon came back: no event may have been seen for it.
-                try await refreshIfNeeded()
-                for try await event in events {
+                // Every subscription starts with where the group stands (a `state` event), then the jwtError it
+                // still waits on: at start and after the daemon came back, nothing is missed.
+                for try await event in client.events(group: group) {
                     reconnect.reset()
-                    guard event.kind == .jwtError, let reason = event.reason, Self.reasons.contains(reason) else {
-                        continue
-                    }
-                    try await refresh(
-                        reason: reason, generation: event.generation, customerIds: event.customerIds ?? [:])
+                    guard let (reason, customerIds) = Self.need(in: event) else { continue }
+                    try await refresh(reason: reason, generation: event.generation, customerIds: customerIds)
                 }
             } catch {
                 let delay = reconnect.next()
@@ -119,10 +115,24 @@ struct Agent: Sendable {
         }
     }
 
-    /// Refreshes when the group's token is missing, expired or expiring.
-    private func refreshIfNeeded() async throws(AuthClientError) {
-        guard let (reason, generation, ids) = try await currentNeed() else { return }
-        try await refresh(reason: reason, generation: generation, customerIds: ids)
+    /// Why `event` asks for a new token, if it does.
+    static func need(in event: AuthEvent) -> (JwtErrorReason, [String: String])? {
+        switch event.kind {
+        case .jwtError:
+            guard let reason = event.reason, reasons.contains(reason) else { return nil }
+            return (reason, event.customerIds ?? [:])
+        case .state:
+            // A claimed refresh is another's to finish; if it fails, the daemon says so again.
+            guard event.refreshClaimed != true else { return nil }
+            switch event.tokenState {
+            case .notProvided?: return (.notProvided, event.customerIds ?? [:])
+            case .expired?: return (.expired, event.customerIds ?? [:])
+            case .expiredSoon?: return (.expiredSoon, event.customerIds ?? [:])
+            case .valid?, nil: return nil
+            }
+        default:
+            return nil
+        }
     }
 
     /// Why the group needs a token now, if it does.
@@ -148,15 +158,18 @@ struct Agent: Sendable {
         var backoff = Backoff(initial: .seconds(1), maximum: AuthCtl.RefreshAgent.maximumBackoff)
         var need = (reason: reason, generation: generation, customerIds: customerIds)
         while true {
-            if try await client.claimRefresh(group: group, generation: need.generation) {
+            if let claim = try await client.holdRefreshClaim(group: group, generation: need.generation) {
                 AgentLog.info("refreshing app group '\(group)' (\(need.reason), generation \(need.generation))")
-                if let failure = try await runCommand(reason: need.reason, customerIds: need.customerIds) {
-                    AgentLog.warning("the refresh command failed: \(failure)")
-                } else {
+                let failure = try await runCommand(reason: need.reason, customerIds: need.customerIds, claim: claim)
+                guard let failure else {
+                    claim.close()
                     return
                 }
+                AgentLog.warning("the refresh command failed: \(failure)")
+                // At once, so that another agent or app need not wait out the lease.
+                await claim.release()
             } else if backoff.attempts == 0 {
-                // Another app or agent has it; if it fails, the daemon says so again.
+                // Another app or agent has it (or the token was set meanwhile); if it fails, the daemon says so.
                 AgentLog.info("another app or agent refreshes app group '\(group)' (generation \(need.generation))")
                 return
             }
@@ -171,17 +184,27 @@ struct Agent: Sendable {
         }
     }
 
-    /// Runs the command once and stores its token.
+    /// Runs the command once, renewing the claim's lease while it runs, and stores its token.
     ///
     /// - Returns: Why no token was stored, or nil when one was.
-    private func runCommand(reason: JwtErrorReason, customerIds: [String: String]) async throws(AuthClientError)
-        -> String?
+    private func runCommand(reason: JwtErrorReason, customerIds: [String: String], claim: RefreshClaim)
+        async throws(AuthClientError) -> String?
     {
         let ids = customerIds.sorted { $0.key < $1.key }.map { "\(jsonString($0.key)):\(jsonString($0.value))" }
         let request =
-            #"{"group":\#(jsonString(group)),"reason":\#(jsonString(reason.rawValue)),"customerIds":{\#(ids.joined(separator: ","))}}"#
+            #"{"group":\#(jsonString(group)),"reason":\#(jsonString(reason.rawValue)),"#
+            + #""customerIds":{\#(ids.joined(separator: ","))}}"#
         let environment = ["EXPONEA_AUTH_GROUP": group, "EXPONEA_AUTH_REASON": reason.rawValue]
         let command = command
+        // A backend may take longer than the lease: renew it at half its length while the command runs.
+        let renewing = Task {
+            guard claim.lease > .zero else { return }
+            while !Task.isCancelled {
+                try await Task.sleep(for: claim.lease / 2)
+                guard try await claim.renew() else { return }
+            }
+        }
+        defer { renewing.cancel() }
         // The command blocks for up to its timeout: off the concurrency pool.
         let outcome = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {

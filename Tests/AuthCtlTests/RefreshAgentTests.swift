@@ -116,6 +116,39 @@ struct RefreshAgentTests {
             return stat.contains(") Z ")
         }
         #expect(gone)
+        // The claim ended with the failure: the agent's next try is granted at once, not after the lease.
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(15)) {
+                agent.output.components(separatedBy: "refreshing app group 'shop'").count >= 3
+            }, "\(agent.output)")
+        #expect(!agent.output.contains("another app or agent refreshes"))
+    }
+
+    @Test func anAgentKilledMidRefreshIsTakenOverAtOnce() throws {
+        let daemon = try DaemonFixture()
+        let first = try TemporaryDirectory(prefix: "authd-agent-a")
+        defer { first.remove() }
+        let marker = first.appending("fetching")
+        // The first agent's backend never answers.
+        let hanging = try daemon.authctlInBackground([
+            "refresh-agent", "shop", "--command-timeout", "600", "--",
+            command(in: first, body: "touch \(marker); exec sleep 600"),
+        ])
+        defer { hanging.stop() }
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: marker) },
+            "\(hanging.output)")
+        let second = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
+        defer { second.stop() }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 2 })
+        // The second agent heard that the refresh is claimed, and waits.
+        #expect(runs(daemon.root).isEmpty)
+
+        hanging.stop(signal: SIGKILL)
+        // The claim died with its holder; the second agent refreshes long before any lease could run out.
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 1 }, "\(second.output)")
+        #expect(runs(daemon.root) == ["shop notProvided"])
     }
 
     @Test func unusableOutputIsAFailureAndNeverLogged() throws {
