@@ -16,7 +16,7 @@
 //        \  |     |                               |
 //         AuthCore (pure rules: no I/O, no clock of its own)
 //
-//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h)
+//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h, eventfd.h, signalfd.h), CMalloc (malloc.h)
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
 //   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
@@ -32,7 +32,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
-import Foundation
 import Logging
 import Synchronization
 import Systemd
@@ -57,8 +56,7 @@ public final class BusAnnouncer: Sendable {
         var ends: [Int32] = [-1, -1]
         socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0, &ends)
         self.wakeUp = (ends[0], ends[1])
-        let thread = Thread { [self] in run() }
-        thread.start()
+        DaemonThread.start(name: "dbus-announcer") { [self] in run() }
     }
 
     /// Whether the announcer owns its name on the bus now.
