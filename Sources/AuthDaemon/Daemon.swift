@@ -230,7 +230,9 @@ public struct Daemon: Sendable {
         logger.info("Serving Varlink", metadata: ["authd.socket": "\(paths.socketPath)"])
 
         let expiryLoop = ExpiryTimerLoop(service: service, timer: timer, logger: logger)
-        let announcer = BusAnnouncer(bus: mode == .system ? .system : .user, logger: logger)
+        // On the system bus a signal goes only to the peers that may use its group.
+        let announcer = BusAnnouncer(
+            bus: mode == .system ? .system : .user, access: mode == .system ? access : nil, logger: logger)
         let (events, counts) = runBlocking { [service] in (await service.observeAll(), await service.observeCounts()) }
         let forwarding = Task { for await event in events { announcer.announce(event) } }
         runBlocking { [service] in await service.start() }
