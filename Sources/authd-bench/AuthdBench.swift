@@ -16,7 +16,7 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, throughput, fanout, bus, scale, durability
+    case latency, throughput, fanout, bus, scale, durability, footprint
 }
 
 struct Run: ParsableCommand {
@@ -71,6 +71,7 @@ struct Run: ParsableCommand {
             case .bus: try BusFanOutBenchmark(settings).run(report)
             case .scale: try ScaleBenchmark(settings).run(report)
             case .durability: try DurabilityBenchmark(settings).run(report)
+            case .footprint: try FootprintBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)
