@@ -74,10 +74,10 @@ struct FootprintBenchmark {
                 value: String(format: "%.2f", wakeups[0]),
                 baseline: String(format: "ssh-agent %.2f, dbus-daemon %.2f", wakeups[1], wakeups[2]),
                 goal: "<= 0.5", met: wakeups[0] <= 0.5))
-        if let size = try installedSize() {
+        if let (size, names) = try installedSize() {
             report.add(
                 .init(
-                    measure: "Installed size (exponea-authd and authctl, stripped)",
+                    measure: "Installed size (\(names.joined(separator: " and ")), stripped)",
                     value: String(format: "%.1f MiB", Double(size) / 1_048_576),
                     goal: "<= 40 MiB", met: size <= 40 * 1_048_576))
         }
@@ -104,12 +104,15 @@ struct FootprintBenchmark {
         return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
     }
 
-    /// The stripped size of the daemon and of the authctl beside it, or nil when `strip` is missing.
-    private func installedSize() throws -> Int? {
+    /// The stripped size of the daemon and of the authctl beside it (when there is one), with the names
+    /// counted, or nil when `strip` is missing.
+    private func installedSize() throws -> (Int, [String])? {
         let authctl = (settings.daemon as NSString).deletingLastPathComponent + "/authctl"
         let folder = try settings.scratch.folder("footprint-strip")
         var total = 0
+        var names: [String] = []
         for binary in [settings.daemon, authctl] where FileManager.default.fileExists(atPath: binary) {
+            names.append((binary as NSString).lastPathComponent)
             let copy = folder + "/" + (binary as NSString).lastPathComponent
             try? FileManager.default.removeItem(atPath: copy)
             try FileManager.default.copyItem(atPath: binary, toPath: copy)
@@ -121,6 +124,6 @@ struct FootprintBenchmark {
             let attributes = try FileManager.default.attributesOfItem(atPath: copy)
             total += (attributes[.size] as? Int) ?? 0
         }
-        return total
+        return (total, names)
     }
 }
