@@ -3,6 +3,7 @@ import AuthCore
 import AuthProtocol
 import AuthStore
 import AuthTransport
+import CConcurrencyHook
 import CMalloc
 import Logging
 import NIOCore
@@ -167,8 +168,24 @@ public struct Daemon: Sendable {
     /// Makes NIO's event loops Swift concurrency's global executor, so the daemon's tasks and actor run on the
     /// threads that serve the socket, and libdispatch starts no worker pool (whose monitor wakes every second
     /// for the life of the process). Call it on the main thread before the first task.
-    public static func useEventLoopsForConcurrency() {
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+    ///
+    /// NIO's own `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()` finds
+    /// the runtime's hook with `dlsym`, which fails in a binary with the runtime linked in (`--static-swift-stdlib`
+    /// hides the archives' symbols); the hook is set here by reference instead, to the same job: each job goes to
+    /// an event loop of NIO's singleton group, the current one when called from one.
+    ///
+    /// - Returns: Whether the event loops took over (false when another hook was already set).
+    @discardableResult
+    public static func useEventLoopsForConcurrency() -> Bool {
+        typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+        let hook: EnqueueGlobalHook = { job, _ in
+            MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
+        }
+        return withUnsafePointer(to: hook) { pointer in
+            pointer.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 1) {
+                exauthd_install_enqueue_global_hook($0.pointee) == 1
+            }
+        }
     }
 
     /// Runs `start` (opening the store, reading the configuration) on a thread of its own while the calling

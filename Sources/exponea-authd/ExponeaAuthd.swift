@@ -87,7 +87,7 @@ struct ExponeaAuthd: ParsableCommand {
         // First, before any thread starts, so that every thread inherits the blocked signals.
         var signals = SignalWaiter()
         // Then, before the first task: Swift concurrency runs on NIO's event loops, not libdispatch's pool.
-        Daemon.useEventLoopsForConcurrency()
+        let onEventLoops = Daemon.useEventLoopsForConcurrency()
 
         let mode: DaemonMode = user ? .user : .system
         let identifier = "exponea-authd"
@@ -99,6 +99,9 @@ struct ExponeaAuthd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "exponea-authd")
+        if !onEventLoops {
+            logger.notice("Swift concurrency runs on libdispatch's pool, whose monitor wakes the daemon every second")
+        }
         // Each client holds a descriptor: take what systemd (or the shell) allows, not the select(2)-era 1024.
         let descriptors = FileDescriptorLimit.raiseToHardLimit()
         logger.debug("Open file limit", metadata: ["authd.nofile": "\(descriptors.map(String.init) ?? "unknown")"])
