@@ -16,7 +16,8 @@
 //        \  |     |                               |
 //         AuthCore (pure rules: no I/O, no clock of its own)
 //
-//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h)
+//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h, eventfd.h, signalfd.h), CMalloc (malloc.h),
+//   CConcurrencyHook (the runtime's global-executor hook)
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
 //   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
@@ -32,7 +33,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -64,6 +65,7 @@ let package = Package(
         .systemLibrary(name: "CTimerFD"),
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(name: "CEpoll"),
+        .systemLibrary(name: "CConcurrencyHook"),
 
         // MARK: The product's own modules
 
@@ -100,6 +102,7 @@ let package = Package(
                 "AuthTransport",
                 "CTimerFD",
                 "CMalloc",
+                "CConcurrencyHook",
                 "Systemd",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -123,7 +126,7 @@ let package = Package(
                 "Systemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
         ),
         .executableTarget(
             name: "authctl",

@@ -3,9 +3,11 @@ import AuthCore
 import AuthProtocol
 import AuthStore
 import AuthTransport
+import CConcurrencyHook
 import CMalloc
-import Dispatch
 import Logging
+import NIOCore
+import NIOPosix
 import Systemd
 
 #if canImport(Glibc)
@@ -22,7 +24,10 @@ import Systemd
 ///
 /// ```swift
 /// var signals = SignalWaiter()          // first, before any thread starts
-/// let daemon = try Daemon(mode: .user, paths: paths, environment: environment, logger: logger)
+/// Daemon.useEventLoopsForConcurrency()  // before the first task
+/// let daemon = try Daemon.start(signals: &signals, logger: logger) {   // SIGTERM ends a start that hangs
+///     try Daemon(mode: .user, paths: paths, environment: environment, logger: logger)
+/// }
 /// daemon.run(signals: &signals)         // until SIGTERM or SIGINT
 /// ```
 public struct Daemon: Sendable {
@@ -45,6 +50,8 @@ public struct Daemon: Sendable {
     private let timer: WallClockTimer
     private let notifier: ServiceNotifier
     private let logger: Logger
+    /// Held for the daemon's life: a second daemon on the same store refuses to start.
+    private let lock: StoreLock
 
     /// The default access configuration directory.
     public static let defaultConfigurationDirectory = "/etc/exponea-authd"
@@ -81,6 +88,8 @@ public struct Daemon: Sendable {
         var records: [TokenRecord]
         do {
             if mode == .user { try Self.createMissingParents(of: paths.stateDirectory) }
+            // First: the key file and the temporary files the store removes belong to the store's owner.
+            lock = try StoreLock(directory: paths.stateDirectory)
             var credentials = environment
             credentials["CREDENTIALS_DIRECTORY"] = paths.credentialsDirectory
             let key = try StoreKey.resolve(directory: paths.stateDirectory, environment: credentials, logger: logger)
@@ -148,10 +157,64 @@ public struct Daemon: Sendable {
     public var status: String { status(clients: nil) }
 
     private func status(clients: Int?) -> String {
-        let (groups, withToken) = runBlocking { await service.groupCounts() }
+        runBlocking { [self] in await statusLine(clients: clients) }
+    }
+
+    private func statusLine(clients: Int?) async -> String {
+        let (groups, withToken) = await service.groupCounts()
         let held = "Holding \(groups) app group\(groups == 1 ? "" : "s") (\(withToken) with a token)"
         guard let clients else { return held }
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"
+    }
+
+    /// Makes NIO's event loops Swift concurrency's global executor, so the daemon's tasks and actor run on the
+    /// threads that serve the socket, and libdispatch starts no worker pool (whose monitor wakes every second
+    /// for the life of the process). Call it on the main thread before the first task.
+    ///
+    /// NIO's own `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()` finds
+    /// the runtime's hook with `dlsym`, which fails in a binary with the runtime linked in (`--static-swift-stdlib`
+    /// hides the archives' symbols); the hook is set here by reference instead, to the same job: each job goes to
+    /// an event loop of NIO's singleton group, the current one when called from one.
+    ///
+    /// - Returns: Whether the event loops took over (false when another hook was already set).
+    @discardableResult
+    public static func useEventLoopsForConcurrency() -> Bool {
+        typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+        let hook: EnqueueGlobalHook = { job, _ in
+            MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
+        }
+        return withUnsafePointer(to: hook) { pointer in
+            pointer.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 1) {
+                exauthd_install_enqueue_global_hook($0.pointee) == 1
+            }
+        }
+    }
+
+    /// Runs `start` (opening the store, reading the configuration) on a thread of its own while the calling
+    /// thread waits for it beside the control signals: a SIGTERM or SIGINT during the start ends the process at
+    /// once, with exit status 0, however long the start would have taken. Nothing is half-written: every file
+    /// the start writes is written to a temporary name and renamed.
+    ///
+    /// - Returns: What `start` returned.
+    /// - Throws: What `start` threw.
+    public static func start<Value: Sendable>(
+        signals: inout SignalWaiter, logger: Logger, _ start: @escaping @Sendable () throws -> Value
+    ) throws -> Value {
+        let done = Completion<Value>()
+        DaemonThread.start(name: "authd-start") {
+            done.finish(Result { try start() })
+        }
+        while true {
+            switch signals.wait(orReadable: done.fileDescriptor, timeout: nil) {
+            case .signal(.terminate), .signal(.interrupt):
+                logger.notice("Stopped during start-up")
+                _exit(0)
+            case .signal(.hangUp), .timedOut:
+                continue  // the start reads the configuration anyway
+            case .readable:
+                if let result = done.result { return try result.get() }
+            }
+        }
     }
 
     /// Serves the Varlink socket (a socket systemd passed, or one it binds), starts the expiry timer and the
@@ -162,45 +225,62 @@ public struct Daemon: Sendable {
     /// - Throws: ``DaemonError`` when the socket cannot be served.
     public func run(signals: inout SignalWaiter) throws(DaemonError) {
         let server = VarlinkServer(configuration: try listenConfiguration(), handler: serviceHandler, logger: logger)
-        let started = StartSignal()
+        let started = Completion<Void>()
         let serving = Task {
             do {
-                try await server.run { started.succeed() }
+                try await server.run { started.finish(.success(())) }
             } catch {
-                started.fail(error)
+                started.finish(.failure(error))
             }
         }
-        if let failure = started.wait() {
+        while started.result == nil {
+            if case .signal(let signal) = signals.wait(orReadable: started.fileDescriptor, timeout: nil),
+                signal != .hangUp
+            {
+                logger.notice("Stopped during start-up")
+                serving.cancel()
+                runBlocking { await serving.value }
+                return
+            }
+        }
+        if case .failure(let failure) = started.result {
             throw DaemonError(message: "\(failure)")
         }
         logger.info("Serving Varlink", metadata: ["authd.socket": "\(paths.socketPath)"])
 
         let expiryLoop = ExpiryTimerLoop(service: service, timer: timer, logger: logger)
-        let announcer = BusAnnouncer(bus: mode == .system ? .system : .user, logger: logger)
-        let events = runBlocking { await service.observeAll() }
+        // On the system bus a signal goes only to the peers that may use its group.
+        let announcer = BusAnnouncer(
+            bus: mode == .system ? .system : .user, access: mode == .system ? access : nil, logger: logger)
+        let (events, counts) = runBlocking { [service] in (await service.observeAll(), await service.observeCounts()) }
         let forwarding = Task { for await event in events { announcer.announce(event) } }
-        runBlocking { await service.start() }
+        runBlocking { [service] in await service.start() }
 
         notifier.notify(.ready, .status(status(clients: server.connectionCount)))
-        // Wake at least every 30 s to refresh the status; ping the watchdog at half its interval.
-        let interval = min(notifier.watchdogInterval.map { $0 / 2 } ?? .seconds(30), .seconds(30))
+        // STATUS follows every change of the figures it shows, coalesced; nothing polls for it.
+        let statusUpdates = Task { [self, notifier] in
+            var last = ""
+            for await _ in counts {
+                let line = await statusLine(clients: server.connectionCount)
+                if line != last { notifier.notify(.status(line)) }
+                last = line
+            }
+        }
+        // Wake only to ping the watchdog, at half its interval, when systemd asked for one.
+        let interval = notifier.watchdogInterval.map { $0 / 2 }
         while true {
-            switch signals.next(timeout: interval) {
-            case nil:
+            switch signals.wait(orReadable: nil, timeout: interval) {
+            case .timedOut, .readable:
                 // The status is computed by the service's actor: a hung service stops the pings, and systemd
                 // restarts the daemon.
-                let line = status(clients: server.connectionCount)
-                if notifier.watchdogInterval != nil {
-                    notifier.notify(.watchdog, .status(line))
-                } else {
-                    notifier.notify(.status(line))
-                }
-            case .hangUp?:
+                notifier.notify(.watchdog, .status(status(clients: server.connectionCount)))
+            case .signal(.hangUp):
                 reload()
                 notifier.notify(.ready, .status(status(clients: server.connectionCount)))
-            case .terminate?, .interrupt?:
+            case .signal(.terminate), .signal(.interrupt):
                 logger.info("Stopping")
                 notifier.notify(.stopping, .status("Stopping"))
+                statusUpdates.cancel()
                 serving.cancel()
                 runBlocking { await serving.value }
                 forwarding.cancel()
@@ -278,26 +358,6 @@ public struct Daemon: Sendable {
         } catch {
             logger.error("Keeping the previous access configuration: \(error)")
         }
-    }
-}
-
-/// Hands the server's start (or its failure) from its task to the thread that waits for it.
-private final class StartSignal: @unchecked Sendable {
-    // @unchecked: `failure` is written before the semaphore is signalled and read after it is waited for.
-    private let semaphore = DispatchSemaphore(value: 0)
-    private var failure: (any Error)?
-
-    func succeed() { semaphore.signal() }
-
-    func fail(_ error: any Error) {
-        failure = error
-        semaphore.signal()
-    }
-
-    /// Waits for the start; returns the failure, if any.
-    func wait() -> (any Error)? {
-        semaphore.wait()
-        return failure
     }
 }
 

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
-import Dispatch
 import Logging
 import Synchronization
 
@@ -111,12 +110,14 @@ public final class TokenStore: Sendable {
         let groups = try storedGroups()
         let parts = max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), groups.count / 256))
         let loaded = PartResults<Result<[TokenRecord], TokenStoreError>>(count: parts)
-        DispatchQueue.concurrentPerform(iterations: parts) { part in
+        // On threads of its own rather than libdispatch's pool: once that pool has a worker, its monitor wakes
+        // the process every second for the rest of its life.
+        Self.concurrentPerform(parts) { part in
             var records: [TokenRecord] = []
             records.reserveCapacity(groups.count / parts + 1)
             do throws(TokenStoreError) {
                 for group in groups[(groups.count * part / parts)..<(groups.count * (part + 1) / parts)] {
-                    if let record = try load(group) { records.append(record) }
+                    if let record = try self.load(group) { records.append(record) }
                 }
                 loaded[part] = .success(records)
             } catch {
@@ -300,6 +301,37 @@ public final class TokenStore: Sendable {
 }
 
 /// One result per part of a parallel loop, each written by its own iteration.
+extension TokenStore {
+    /// Runs `body(0..<count)`, part 0 on the calling thread and each other part on a thread of its own, and
+    /// returns when all are done.
+    fileprivate static func concurrentPerform(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        var threads: [pthread_t] = []
+        for part in 1..<max(1, count) {
+            let context = Unmanaged.passRetained(PartBody { body(part) }).toOpaque()
+            var thread = pthread_t()
+            let started = pthread_create(
+                &thread, nil,
+                { context in
+                    Unmanaged<PartBody>.fromOpaque(context!).takeRetainedValue().body()
+                    return nil
+                }, context)
+            if started == 0 {
+                threads.append(thread)
+            } else {
+                Unmanaged<PartBody>.fromOpaque(context).release()
+                body(part)  // no thread to be had: this one does it
+            }
+        }
+        if count > 0 { body(0) }
+        for thread in threads { pthread_join(thread, nil) }
+    }
+}
+
+private final class PartBody: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
 private final class PartResults<Value: Sendable>: Sendable {
     private let values: Mutex<[Value?]>
 

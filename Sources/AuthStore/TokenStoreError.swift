@@ -37,6 +37,8 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
         public static let keyFileInvalid = Code("keyFileInvalid")
         /// A record could not be encoded (a bug rather than a condition of the system).
         public static let encodingFailed = Code("encodingFailed")
+        /// Another process (another exponea-authd) holds the store's lock file.
+        public static let storeInUse = Code("storeInUse")
         /// A system call failed; ``TokenStoreError/systemCall`` and ``TokenStoreError/errno`` say which and why.
         public static let systemCallFailed = Code("systemCallFailed")
     }

@@ -4,15 +4,35 @@
 #include <stdlib.h>
 
 sd_bus_vtable *exauthd_bus_vtable_new(const exauthd_bus_signal *signals, size_t count) {
-    sd_bus_vtable *vtable = calloc(count + 2, sizeof(sd_bus_vtable));
+    return exauthd_bus_vtable_new_with_methods(NULL, 0, signals, count);
+}
+
+sd_bus_vtable *exauthd_bus_vtable_new_with_methods(
+    const exauthd_bus_method *methods, size_t method_count, const exauthd_bus_signal *signals, size_t count) {
+    sd_bus_vtable *vtable = calloc(method_count + count + 2, sizeof(sd_bus_vtable));
     if (vtable == NULL) {
         return NULL;
     }
-    vtable[0] = (sd_bus_vtable)SD_BUS_VTABLE_START(0);
+    size_t next = 0;
+    vtable[next++] = (sd_bus_vtable)SD_BUS_VTABLE_START(0);
+    for (size_t i = 0; i < method_count; i++) {
+        // SD_BUS_METHOD_WITH_NAMES concatenates literal names; these come at run time, already joined.
+        vtable[next++] = (sd_bus_vtable){
+            .type = _SD_BUS_VTABLE_METHOD,
+            .flags = SD_BUS_VTABLE_UNPRIVILEGED,
+            .x = {.method = {
+                      .member = methods[i].member,
+                      .signature = methods[i].signature,
+                      .result = methods[i].result,
+                      .handler = methods[i].handler,
+                      .offset = 0,
+                      .names = methods[i].names,
+                  }}};
+    }
     for (size_t i = 0; i < count; i++) {
-        vtable[i + 1] = (sd_bus_vtable)SD_BUS_SIGNAL_WITH_NAMES(
+        vtable[next++] = (sd_bus_vtable)SD_BUS_SIGNAL_WITH_NAMES(
             signals[i].member, signals[i].signature, signals[i].names, 0);
     }
-    vtable[count + 1] = (sd_bus_vtable)SD_BUS_VTABLE_END;
+    vtable[next] = (sd_bus_vtable)SD_BUS_VTABLE_END;
     return vtable;
 }

@@ -1,3 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// glibc's timerfd API (timerfd_create, timerfd_settime, TFD_*), which the Glibc module does not include.
+// glibc's descriptor-based timer, event and signal APIs (timerfd_*, TFD_*, eventfd, EFD_*, signalfd, SFD_*),
+// which the Glibc module does not include.
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/timerfd.h>

@@ -24,7 +24,7 @@ import CSystemdShim
 /// try bus.flush()
 /// ```
 public final class BusConnection {
-    private let bus: OpaquePointer
+    let bus: OpaquePointer
 
     /// Connects to the bus at `address` (such as `unix:path=/run/dbus/system_bus_socket`).
     public convenience init(address: String) throws(SystemdError) {
@@ -89,16 +89,17 @@ public final class BusConnection {
 
     /// Exports an object at `path` with `interface` declaring `signals`, so that `busctl introspect` lists
     /// them. The object stays exported as long as the returned registration lives.
-    public func exportObject(path: String, interface: String, signals: [BusSignal]) throws(SystemdError)
-        -> BusObjectRegistration
-    {
-        let registration = BusObjectRegistration(signals: signals)
+    public func exportObject(
+        path: String, interface: String, methods: [BusMethod] = [], signals: [BusSignal]
+    ) throws(SystemdError) -> BusObjectRegistration {
+        let registration = BusObjectRegistration(methods: methods, signals: signals)
         guard let vtable = registration.vtable else {
             throw SystemdError(code: .busCall, function: "exauthd_bus_vtable_new", errno: ENOMEM, context: "vtable")
         }
         var slot: OpaquePointer?
         try Self.check(
-            sd_bus_add_object_vtable(bus, &slot, path, interface, vtable, nil),
+            sd_bus_add_object_vtable(
+                bus, &slot, path, interface, vtable, Unmanaged.passUnretained(registration).toOpaque()),
             "sd_bus_add_object_vtable",
             .busCall,
             "cannot export \(interface) at \(path)"
@@ -107,10 +108,11 @@ public final class BusConnection {
         return registration
     }
 
-    /// Queues a signal; ``flush()`` or the next ``process()`` sends it.
-    public func emitSignal(path: String, interface: String, member: String, arguments: [BusValue])
-        throws(SystemdError)
-    {
+    /// Queues a signal; ``flush()`` or the next ``process()`` sends it. With a `destination` (a unique name
+    /// such as `:1.42`) only that peer receives it; without, every peer whose match rules select it.
+    public func emitSignal(
+        path: String, interface: String, member: String, arguments: [BusValue], destination: String? = nil
+    ) throws(SystemdError) {
         var message: OpaquePointer?
         try Self.check(
             sd_bus_message_new_signal(bus, &message, path, interface, member),
@@ -119,6 +121,14 @@ public final class BusConnection {
             "cannot create the signal \(interface).\(member)"
         )
         defer { sd_bus_message_unref(message) }
+        if let destination {
+            try Self.check(
+                sd_bus_message_set_destination(message, destination),
+                "sd_bus_message_set_destination",
+                .busCall,
+                "cannot address \(interface).\(member) to \(destination)"
+            )
+        }
         for argument in arguments {
             try Self.check(
                 Self.append(argument, to: message),
@@ -216,19 +226,41 @@ public final class BusObjectRegistration {
     fileprivate let vtable: UnsafeMutablePointer<sd_bus_vtable>?
     private var strings: [UnsafeMutablePointer<CChar>] = []
 
-    fileprivate init(signals: [BusSignal]) {
+    /// The methods, looked up by member when a call comes.
+    let methods: [BusMethod]
+
+    fileprivate init(methods: [BusMethod], signals: [BusSignal]) {
+        self.methods = methods
+        var methodSpecs: [exauthd_bus_method] = []
+        for method in methods {
+            let member = strdup(method.member)!
+            let signature = strdup(method.signature)!
+            let result = strdup(method.result)!
+            let names = Self.names(method.parameterNames)
+            strings += [member, signature, result, names]
+            methodSpecs.append(
+                exauthd_bus_method(
+                    member: member, signature: signature, result: result, names: names,
+                    handler: exauthdMethodHandler))
+        }
         var specs: [exauthd_bus_signal] = []
         for signal in signals {
             let member = strdup(signal.member)!
             let signature = strdup(signal.signature)!
             // "a\0b\0" plus the terminating NUL, as SD_BUS_PARAM concatenates them.
-            let names = signal.parameterNames.map { Array($0.utf8CString) }.joined()
-            let buffer = malloc(names.count + 1)!.bindMemory(to: CChar.self, capacity: names.count + 1)
-            buffer.initialize(from: Array(names) + [0], count: names.count + 1)
+            let buffer = Self.names(signal.parameterNames)
             strings += [member, signature, buffer]
             specs.append(exauthd_bus_signal(member: member, signature: signature, names: buffer))
         }
-        vtable = exauthd_bus_vtable_new(specs, specs.count)
+        vtable = exauthd_bus_vtable_new_with_methods(methodSpecs, methodSpecs.count, specs, specs.count)
+    }
+
+    /// "a\0b\0" plus the terminating NUL, as SD_BUS_PARAM concatenates them; the caller frees it.
+    private static func names(_ names: [String]) -> UnsafeMutablePointer<CChar> {
+        let joined = Array(names.map { Array($0.utf8CString) }.joined())
+        let buffer = malloc(joined.count + 1)!.bindMemory(to: CChar.self, capacity: joined.count + 1)
+        buffer.initialize(from: joined + [0], count: joined.count + 1)
+        return buffer
     }
 
     /// Unexports the object.

@@ -16,7 +16,7 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, throughput, fanout, bus, scale, durability, agents
+    case latency, throughput, fanout, bus, scale, durability, agents, footprint
 }
 
 struct Run: ParsableCommand {
@@ -72,6 +72,7 @@ struct Run: ParsableCommand {
             case .scale: try ScaleBenchmark(settings).run(report)
             case .durability: try DurabilityBenchmark(settings).run(report)
             case .agents: try RefreshAgentBenchmark(settings).run(report)
+            case .footprint: try FootprintBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)

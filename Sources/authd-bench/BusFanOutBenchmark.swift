@@ -47,6 +47,9 @@ final class PrivateBusDaemon {
     let address: String
     private let process = Process()
 
+    /// The dbus-daemon's process id.
+    var pid: Int32 { process.processIdentifier }
+
     init(directory: String) throws {
         let config = directory + "/bus.conf"
         try """

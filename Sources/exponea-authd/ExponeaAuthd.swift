@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import AuthDaemon
-import Foundation
 import Logging
 import Systemd
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @main
 struct ExponeaAuthd: ParsableCommand {
@@ -95,6 +98,8 @@ struct ExponeaAuthd: ParsableCommand {
     func run() throws {
         // First, before any thread starts, so that every thread inherits the blocked signals.
         var signals = SignalWaiter()
+        // Then, before the first task: Swift concurrency runs on NIO's event loops, not libdispatch's pool.
+        let onEventLoops = Daemon.useEventLoopsForConcurrency()
 
         let mode: DaemonMode = user ? .user : .system
         let identifier = "exponea-authd"
@@ -106,6 +111,9 @@ struct ExponeaAuthd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "exponea-authd")
+        if !onEventLoops {
+            logger.notice("Swift concurrency runs on libdispatch's pool, whose monitor wakes the daemon every second")
+        }
         // Each client holds a descriptor: take what systemd (or the shell) allows, not the select(2)-era 1024.
         let descriptors = FileDescriptorLimit.raiseToHardLimit()
         logger.debug("Open file limit", metadata: ["authd.nofile": "\(descriptors.map(String.init) ?? "unknown")"])
@@ -118,7 +126,7 @@ struct ExponeaAuthd: ParsableCommand {
             )
         }
 
-        let environment = ProcessInfo.processInfo.environment
+        let environment = Self.environment()
         let paths = DaemonPaths(
             mode: mode,
             environment: environment,
@@ -126,23 +134,47 @@ struct ExponeaAuthd: ParsableCommand {
             stateDirectory: stateDirectory,
             socketPath: socket
         )
+        let (configDirectory, flushTimeout, maxConnections) = (configDirectory, flushTimeout, maxConnections)
         do {
-            let daemon = try Daemon(
-                mode: mode,
-                paths: paths,
-                environment: environment,
-                configurationDirectory: configDirectory,
-                flushTimeout: .milliseconds(Int((flushTimeout * 1000).rounded())),
-                refreshLease: refreshLease,
-                maximumConnections: maxConnections,
-                logger: logger
-            )
+            // On a thread of its own: a SIGTERM ends a start that hangs (a slow disk, a FIFO in the store).
+            let daemon = try Daemon.start(signals: &signals, logger: logger) {
+                try Daemon(
+                    mode: mode,
+                    paths: paths,
+                    environment: environment,
+                    configurationDirectory: configDirectory,
+                    flushTimeout: .milliseconds(Int((flushTimeout * 1000).rounded())),
+                    refreshLease: refreshLease,
+                    maximumConnections: maxConnections,
+                    logger: logger
+                )
+            }
             logger.info("Started in \(mode) mode", metadata: ["authd.status": "\(daemon.status)"])
             try daemon.run(signals: &signals)
         } catch {
             logger.critical("Cannot start: \(error)")
             throw ExitCode.failure
         }
+    }
+}
+
+extension ExponeaAuthd {
+    /// The process environment, read from `environ` (Foundation's `ProcessInfo` is not linked in).
+    static func environment() -> [String: String] {
+        var environment: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let assignment = String(cString: pointer)
+            if let equals = assignment.firstIndex(of: "=") {
+                let name = String(assignment[..<equals])
+                // The first of two assignments counts, as getenv(3) reads it.
+                if environment[name] == nil {
+                    environment[name] = String(assignment[assignment.index(after: equals)...])
+                }
+            }
+            entry += 1
+        }
+        return environment
     }
 }
 

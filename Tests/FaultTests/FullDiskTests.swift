@@ -116,7 +116,8 @@ struct FullDiskTests {
         defer { other.close() }
         #expect(try other.call("Preflight", ["group": "shop"])["state"] as? String == "valid")
         #expect(
-            Set(try FileManager.default.contentsOfDirectory(atPath: filesystem.path)) == ["shop.token", "filler"])
+            Set(try FileManager.default.contentsOfDirectory(atPath: filesystem.path))
+                == ["shop.token", "filler", "daemon.lock"])
         #expect(BackgroundProcess.waitUntil { daemon.output.contains("Cannot store the token") })
 
         // Space returns: the write succeeds, and survives a restart.

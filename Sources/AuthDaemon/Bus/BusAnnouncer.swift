@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
-import Foundation
+import AuthTransport
 import Logging
 import Synchronization
 import Systemd
@@ -13,6 +14,13 @@ import Systemd
 /// with interface `com.exponea.AuthD1.Manager`, and emits `TokenRefreshed(s group, t generation)`,
 /// `JwtError(s group, s reason, t generation)` and `Cleared(s group, s cause)`. Never a token or a customer
 /// id.
+///
+/// Who receives them depends on the bus. On a user's own bus (``Bus/user``) every peer is that user, who may
+/// use every group: the signals are broadcast. On the system bus (when an ``AccessControl`` is given) a group's
+/// name and activity are for the users the access configuration lets use it: nothing is broadcast, and each
+/// signal goes only to the peers that called `Watch(s group)` for its group and that may use the group, checked
+/// when they call and again at every signal (a reload can take a user's access away). A peer's watches end
+/// when it leaves the bus.
 ///
 /// sd-bus wants one thread per connection, so the announcer runs its own: it polls the bus and a socket pair that
 /// ``announce(_:)`` writes to. When the bus cannot be reached it logs a warning and tries again, backing off
@@ -33,12 +41,20 @@ public final class BusAnnouncer: Sendable {
         BusSignal(member: "JwtError", signature: "sst", parameterNames: ["group", "reason", "generation"]),
         BusSignal(member: "Cleared", signature: "ss", parameterNames: ["group", "cause"]),
     ]
+    /// The method a peer calls to receive a group's signals.
+    public static let watchMember = "Watch"
+    /// The groups one peer may watch.
+    static let maximumWatchesPerPeer = 256
+    /// The peers that may watch at once.
+    static let maximumWatchingPeers = 1024
     /// The longest pause between two connection attempts.
     public static let maximumRetryInterval: Duration = .seconds(30)
     /// Events kept while the bus thread is busy; older ones are dropped first.
     static let queueLimit = 4096
 
     private let bus: Bus
+    /// Who may use which group, when signals go only to the peers that watch (the system bus).
+    private let access: AccessControl?
     private let logger: Logger
     /// The socket pair that wakes the bus thread: read end, write end.
     private let wakeUp: (read: Int32, write: Int32)
@@ -51,14 +67,17 @@ public final class BusAnnouncer: Sendable {
     }
 
     /// Starts the announcer's thread.
-    public init(bus: Bus, logger: Logger) {
+    ///
+    /// - Parameter access: nil to broadcast every signal (a user's own bus); otherwise each signal goes only to
+    ///   the peers that watch its group and that `access` lets use it.
+    public init(bus: Bus, access: AccessControl? = nil, logger: Logger) {
         self.bus = bus
+        self.access = access
         self.logger = logger
         var ends: [Int32] = [-1, -1]
         socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0, &ends)
         self.wakeUp = (ends[0], ends[1])
-        let thread = Thread { [self] in run() }
-        thread.start()
+        DaemonThread.start(name: "dbus-announcer") { [self] in run() }
     }
 
     /// Whether the announcer owns its name on the bus now.
@@ -132,7 +151,12 @@ public final class BusAnnouncer: Sendable {
         case .address(let address): connection = try BusConnection(address: address)
         }
         try connection.requestName(Self.name)
-        let object = try connection.exportObject(path: Self.path, interface: Self.interface, signals: Self.signals)
+        let watchers = BusWatchers(connection: connection, access: access, logger: logger)
+        let watch = BusMethod(member: Self.watchMember, signature: "s", parameterNames: ["group"]) { call in
+            watchers.watch(call)
+        }
+        let object = try connection.exportObject(
+            path: Self.path, interface: Self.interface, methods: [watch], signals: Self.signals)
         defer { object.cancel() }
         state.withLock { $0.connected = true }
         logger.info("Announcing on D-Bus", metadata: ["authd.bus_name": "\(Self.name)"])
@@ -144,8 +168,16 @@ public final class BusAnnouncer: Sendable {
             }
             for event in events {
                 guard let (member, arguments) = Self.signal(for: event) else { continue }
-                try connection.emitSignal(
-                    path: Self.path, interface: Self.interface, member: member, arguments: arguments)
+                if access == nil {
+                    try connection.emitSignal(
+                        path: Self.path, interface: Self.interface, member: member, arguments: arguments)
+                    continue
+                }
+                for peer in watchers.peers(allowedToSee: event.group) {
+                    try connection.emitSignal(
+                        path: Self.path, interface: Self.interface, member: member, arguments: arguments,
+                        destination: peer)
+                }
             }
             while try connection.process() {}
             if stopping {
@@ -186,5 +218,71 @@ public final class BusAnnouncer: Sendable {
 
     private static func milliseconds(_ duration: Duration) -> Int32 {
         Int32(min(max(0, (duration / .milliseconds(1)).rounded(.up)), Double(Int32.max)))
+    }
+}
+
+/// The peers that called `Watch` on the system bus, and the groups each watches. Used on the bus thread only.
+private final class BusWatchers {
+    private struct Peer {
+        var caller: Caller
+        var groups: Set<AppGroup> = []
+        var track: BusPeerTrack?
+    }
+
+    private unowned let connection: BusConnection
+    private let access: AccessControl?
+    private let logger: Logger
+    private var peers: [String: Peer] = [:]
+
+    init(connection: BusConnection, access: AccessControl?, logger: Logger) {
+        self.connection = connection
+        self.access = access
+        self.logger = logger
+    }
+
+    /// `Watch(s group)`: the caller receives the group's signals from now on, if it may use the group.
+    func watch(_ call: BusMethodCall) -> BusMethodReply {
+        guard let name = call.string(), let group = try? AppGroup(name) else {
+            return .error(name: "org.freedesktop.DBus.Error.InvalidArgs", message: "Watch needs an app group name")
+        }
+        guard let uid = call.senderUID() else {
+            return .error(
+                name: "org.freedesktop.DBus.Error.AccessDenied", message: "the bus did not say who is calling")
+        }
+        // The user database gives the caller's groups (the bus vouches only for the uid).
+        let caller = Caller(pid: 0, uid: uid, gid: gid_t.max)
+        guard access?.allows(caller, group) ?? true else {
+            return .error(
+                name: "org.freedesktop.DBus.Error.AccessDenied",
+                message: "uid \(uid) may not use the app group \(group); see exponea-authd.conf(5)")
+        }
+        let sender = call.sender
+        var peer = peers[sender] ?? Peer(caller: caller)
+        guard peers[sender] != nil || peers.count < BusAnnouncer.maximumWatchingPeers else {
+            return .error(name: "org.freedesktop.DBus.Error.LimitsExceeded", message: "too many peers watch")
+        }
+        guard peer.groups.contains(group) || peer.groups.count < BusAnnouncer.maximumWatchesPerPeer else {
+            return .error(
+                name: "org.freedesktop.DBus.Error.LimitsExceeded",
+                message: "a peer may watch at most \(BusAnnouncer.maximumWatchesPerPeer) groups")
+        }
+        if peer.track == nil {
+            do {
+                peer.track = try connection.track(sender) { [weak self] in self?.peers[sender] = nil }
+            } catch {
+                return .error(name: "org.freedesktop.DBus.Error.Failed", message: "cannot track the caller: \(error)")
+            }
+        }
+        peer.groups.insert(group)
+        peers[sender] = peer
+        return .empty
+    }
+
+    /// The unique names of the peers that watch `group` and may use it now.
+    func peers(allowedToSee name: String) -> [String] {
+        guard let group = try? AppGroup(name) else { return [] }
+        return peers.compactMap { sender, peer in
+            peer.groups.contains(group) && (access?.allows(peer.caller, group) ?? true) ? sender : nil
+        }
     }
 }

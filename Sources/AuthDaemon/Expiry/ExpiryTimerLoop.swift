@@ -1,38 +1,46 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
 import Logging
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Drives the service's expiry deadlines from a ``WallClockTimer`` on a thread of its own: the timer fires at
 /// the earliest deadline, or reports that the wall clock was set, and the loop tells the service, which sends
 /// the events and re-arms the timer.
+///
+/// The thread sleeps in `poll` on the timer and a stop event, with no timeout: while no deadline is due it never
+/// wakes.
 public final class ExpiryTimerLoop: Sendable {
     private let stopped = Atomic<Bool>(false)
+    private let stopEvent = WakeUpEvent()
 
     /// Starts the loop's thread for `service`, waiting on `timer`.
     public init(service: AuthService, timer: WallClockTimer, logger: Logger) {
-        let thread = Thread { [self] in
-            while !stopped.load(ordering: .relaxed) {
+        DaemonThread.start(name: "expiry-timer") { [self] in
+            while !stopped.load(ordering: .acquiring) {
+                guard stopEvent.wait(orReadable: timer.fileDescriptor) else { continue }
                 do {
-                    // A bounded wait, so that stop() is noticed.
-                    switch try timer.wait(timeout: .milliseconds(500)) {
-                    case .fired:
+                    switch try timer.readEvent() {
+                    case .fired?:
                         runBlocking { await service.expiryTimerFired() }
-                    case .clockChanged:
+                    case .clockChanged?:
                         runBlocking { await service.wallClockChanged() }
-                    case .timedOut:
+                    case .timedOut?, nil:
                         continue
                     }
                 } catch {
                     logger.error("The expiry timer failed", metadata: ["authd.error": "\(error)"])
-                    Thread.sleep(forTimeInterval: 1)
+                    sleep(1)
                 }
             }
         }
-        thread.name = "expiry-timer"
-        thread.start()
     }
 
-    /// Stops the loop within half a second.
-    public func stop() { stopped.store(true, ordering: .relaxed) }
+    /// Stops the loop: its thread wakes at once and ends.
+    public func stop() {
+        stopped.store(true, ordering: .releasing)
+        stopEvent.signal()
+    }
 }

@@ -2,9 +2,14 @@
 import AuthCore
 import AuthProtocol
 import AuthStore
-import Foundation
 import Logging
 import NIOPosix
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// The app groups' tokens and what happens to them: the semantics of every `com.exponea.Auth` method,
 /// independent of the transport that carries the calls.
@@ -34,6 +39,10 @@ public actor AuthService {
     private nonisolated let current: CurrentTokens
     private var nextID: UInt64 = 0
     private var observers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
+    /// Who is told when ``groupCounts()`` may have changed (the daemon's STATUS line).
+    private var countObservers: [UInt64: AsyncStream<Void>.Continuation] = [:]
+    /// How many groups in `groups` have a token, kept as tokens come and go.
+    private var groupsWithToken = 0
     /// The groups' expiry deadlines (R13, R14).
     private var expiry = ExpiryScheduler()
     /// The groups whose refresh claim each connection holds, to end them when it closes.
@@ -84,6 +93,7 @@ public actor AuthService {
                 generation: record.generation,
                 changedAt: record.changedAt
             )
+            if record.token != nil { groupsWithToken += 1 }
             let instant = now()
             startupEvents += expiry.set(record.group, expiresAt: record.token?.expiresAt, now: instant)
         }
@@ -387,6 +397,7 @@ public actor AuthService {
             throw .storeFailure(error)
         }
         var state = groups[group] ?? GroupState()
+        let hadToken = state.token != nil
         state.token = nil
         state.customerIds = [:]
         state.generation += 1
@@ -396,6 +407,7 @@ public actor AuthService {
         state.refreshClaim = nil
         groups[group] = state
         current.set(group, token: nil, generation: state.generation)
+        tokenCountChanged(had: hadToken, has: false)
         expiry.remove(group)
         armTimer()
         logger.info("Cleared app group", metadata: ["authd.group": "\(group)", "authd.cause": "\(cause.rawValue)"])
@@ -443,8 +455,10 @@ public actor AuthService {
             return nil
         }
         let id = makeID()
+        let isNew = groups[group] == nil
         let subscriber = GroupState.Subscriber(pid: pid, sink: sink)
         groups[group, default: GroupState()].subscribers[id] = subscriber
+        if isNew { countsMayHaveChanged() }
         for event in currentState(of: group) {
             deliver(event, to: subscriber, id, of: group)
             // Gone already: the sink ends the subscription, and the caller's unsubscribe finds nothing.
@@ -508,7 +522,28 @@ public actor AuthService {
     /// How many groups the service holds, and how many of them have a token: the status line's figures,
     /// without building every group's summary.
     public func groupCounts() -> (groups: Int, withToken: Int) {
-        (groups.count, groups.values.count { $0.token != nil })
+        (groups.count, groupsWithToken)
+    }
+
+    /// A wake-up each time ``groupCounts()`` may have changed, coalesced: a reader that is behind gets one, not
+    /// one per change. For the daemon's STATUS line, which is then current without polling.
+    public func observeCounts() -> AsyncStream<Void> {
+        let id = makeID()
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        countObservers[id] = continuation
+        continuation.onTermination = { [weak self] _ in Task { await self?.stopObservingCounts(id) } }
+        return stream
+    }
+
+    private func stopObservingCounts(_ id: UInt64) { countObservers[id] = nil }
+
+    private func tokenCountChanged(had: Bool, has: Bool) {
+        groupsWithToken += (has ? 1 : 0) - (had ? 1 : 0)
+        countsMayHaveChanged()
+    }
+
+    private func countsMayHaveChanged() {
+        for observer in countObservers.values { observer.yield() }
     }
 
     /// A summary of every group.
@@ -561,6 +596,7 @@ public actor AuthService {
         state = groups[group] ?? GroupState()
         let replaced = token?.compact != state.token?.compact
         let since = replaced ? record.generation : state.tokenSince
+        let hadToken = state.token != nil
         state.token = token
         state.customerIds = customerIds
         state.generation = record.generation
@@ -570,6 +606,7 @@ public actor AuthService {
         state.refreshClaim = nil
         groups[group] = state
         current.set(group, token: token, generation: record.generation)
+        tokenCountChanged(had: hadToken, has: token != nil)
         logger.info(
             "Token set",
             metadata: [

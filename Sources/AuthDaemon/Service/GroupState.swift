@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthProtocol
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// What the service holds for one app group in memory.
 ///

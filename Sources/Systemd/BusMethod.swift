@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+import CSystemd
+import CSystemdShim
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A method an exported interface offers to unprivileged peers, handled on the connection's thread.
+///
+/// ```swift
+/// let watch = BusMethod(member: "Watch", signature: "s", parameterNames: ["group"]) { call in
+///     guard let group = call.string(), let uid = call.senderUID() else { return .error(BusMethodError.invalidArgs("…")) }
+///     return .empty
+/// }
+/// ```
+public struct BusMethod {
+    /// The member name, such as `Watch`.
+    public var member: String
+    /// The D-Bus signature of its arguments, such as `s`.
+    public var signature: String
+    /// The D-Bus signature of its results (empty: none).
+    public var result: String
+    /// The arguments' names, then the results' names.
+    public var parameterNames: [String]
+    /// Answers a call; runs on the connection's thread, inside ``BusConnection/process()``.
+    public var handler: (BusMethodCall) -> BusMethodReply
+
+    public init(
+        member: String, signature: String, result: String = "", parameterNames: [String],
+        handler: @escaping (BusMethodCall) -> BusMethodReply
+    ) {
+        self.member = member
+        self.signature = signature
+        self.result = result
+        self.parameterNames = parameterNames
+        self.handler = handler
+    }
+}
+
+/// What a ``BusMethod`` answers.
+public enum BusMethodReply {
+    /// An empty method return.
+    case empty
+    /// A D-Bus error, such as `org.freedesktop.DBus.Error.AccessDenied`, with a message for a person.
+    case error(name: String, message: String)
+}
+
+/// One incoming method call, valid while its handler runs.
+public struct BusMethodCall {
+    fileprivate let message: OpaquePointer
+
+    /// The caller's unique bus name, such as `:1.42`.
+    public var sender: String {
+        guard let name = sd_bus_message_get_sender(message) else { return "" }
+        return String(cString: name)
+    }
+
+    /// Reads the next argument as a string; nil when it is not one.
+    public func string() -> String? {
+        var value: UnsafePointer<CChar>?
+        guard sd_bus_message_read_basic(message, CChar(UInt8(ascii: "s")), &value) > 0, let value else {
+            return nil
+        }
+        return String(cString: value)
+    }
+
+    /// The caller's effective user id, as the bus vouches for it (`GetConnectionCredentials`), or nil when
+    /// the bus does not say.
+    public func senderUID() -> UInt32? {
+        var credentials: OpaquePointer?
+        let mask = UInt64(SD_BUS_CREDS_EUID) | UInt64(SD_BUS_CREDS_UID)
+        guard sd_bus_query_sender_creds(message, mask, &credentials) >= 0, let credentials else { return nil }
+        defer { sd_bus_creds_unref(credentials) }
+        var uid = uid_t()
+        if sd_bus_creds_get_euid(credentials, &uid) >= 0 { return uid }
+        if sd_bus_creds_get_uid(credentials, &uid) >= 0 { return uid }
+        return nil
+    }
+}
+
+/// Dispatches sd-bus method calls to the ``BusMethod`` handlers of one registration.
+func exauthdMethodHandler(
+    _ message: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?, _ error: UnsafeMutablePointer<sd_bus_error>?
+) -> Int32 {
+    guard let message, let userdata else { return -EINVAL }
+    let registration = Unmanaged<BusObjectRegistration>.fromOpaque(userdata).takeUnretainedValue()
+    let member = sd_bus_message_get_member(message).map { String(cString: $0) } ?? ""
+    guard let method = registration.methods.first(where: { $0.member == member }) else { return 0 }
+    switch method.handler(BusMethodCall(message: message)) {
+    case .empty:
+        var reply: OpaquePointer?
+        let created = sd_bus_message_new_method_return(message, &reply)
+        guard created >= 0 else { return created }
+        defer { sd_bus_message_unref(reply) }
+        return sd_bus_send(nil, reply, nil)
+    case .error(let name, let text):
+        return sd_bus_error_set(error, name, text)
+    }
+}
+
+/// Calls its handler, on the connection's thread, when the peer it tracks leaves the bus; see
+/// ``BusConnection/track(_:onGone:)``. Stops tracking when released.
+public final class BusPeerTrack {
+    fileprivate var track: OpaquePointer?
+    fileprivate let onGone: () -> Void
+
+    fileprivate init(onGone: @escaping () -> Void) { self.onGone = onGone }
+
+    deinit {
+        if let track { sd_bus_track_unref(track) }
+    }
+}
+
+extension BusConnection {
+    /// Calls `onGone` (from ``process()``) once `peer`, a unique name such as `:1.42`, has left the bus.
+    ///
+    /// - Returns: The tracking; release it to stop.
+    public func track(_ peer: String, onGone: @escaping () -> Void) throws(SystemdError) -> BusPeerTrack {
+        let tracking = BusPeerTrack(onGone: onGone)
+        var track: OpaquePointer?
+        let context = Unmanaged.passUnretained(tracking).toOpaque()
+        let created = sd_bus_track_new(
+            bus, &track,
+            { _, userdata in
+                Unmanaged<BusPeerTrack>.fromOpaque(userdata!).takeUnretainedValue().onGone()
+                return 0
+            }, context)
+        guard created >= 0, let track else {
+            throw SystemdError(
+                code: .busCall, function: "sd_bus_track_new", returned: created, context: "cannot track \(peer)")
+        }
+        tracking.track = track
+        let added = sd_bus_track_add_name(track, peer)
+        guard added >= 0 else {
+            throw SystemdError(
+                code: .busCall, function: "sd_bus_track_add_name", returned: added, context: "cannot track \(peer)")
+        }
+        return tracking
+    }
+}

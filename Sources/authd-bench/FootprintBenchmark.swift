@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+
+/// A device daemon's footprint while idle, beside two daemons every such device runs, measured in the same
+/// window: `ssh-agent` and a `dbus-daemon` with a private configuration.
+///
+/// - Idle RSS (`VmRSS`) of the daemon holding a few groups, after a start and a few calls.
+/// - Idle wake-ups a second over all threads: the growth of `voluntary_ctxt_switches` and
+///   `nonvoluntary_ctxt_switches` summed over `/proc/PID/task/*` (threads that end or start in the window
+///   count with what they had), over 60 s (5 s in a short run).
+/// - The installed size: the daemon and `authctl` built next to it, stripped.
+///
+/// Measure a release build with the Swift runtime linked in (`swift build -c release --static-swift-stdlib`),
+/// as a device installs it; a debug build maps much more.
+struct FootprintBenchmark {
+    let settings: BenchSettings
+    init(_ settings: BenchSettings) { self.settings = settings }
+
+    func run(_ report: Report) throws {
+        let seconds = settings.pick(full: 60, brief: 5)
+        let daemon = try settings.newDaemon("footprint")
+        let store = try daemon.openStore()
+        let exp = Double(Int(Date().timeIntervalSince1970) + 7 * 24 * 3600)
+        try ScaleBenchmark.write(store, (0..<3).map { ($0, exp) })
+
+        let bus = try PrivateBusDaemon(directory: try settings.scratch.folder("footprint-bus"))
+        defer { bus.stop() }
+        try daemon.start(busAddress: bus.address)
+        defer { daemon.stop() }
+        // A few calls, so the daemon's paths for them are mapped, as on a device in use.
+        do {
+            let client = try UnixStream(connectingTo: daemon.socketPath)
+            for group in ["g000000", "g000001", "g000002"] {
+                try client.call(
+                    Array(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"\#(group)"}}"#.utf8) + [0])
+            }
+        }
+
+        let agentFolder = try settings.scratch.folder("footprint-agent")
+        let agent = Process()
+        agent.executableURL = URL(fileURLWithPath: "/usr/bin/ssh-agent")
+        agent.arguments = ["-D", "-a", agentFolder + "/agent.socket"]
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = FileHandle.nullDevice
+        try agent.run()
+        defer {
+            agent.terminate()
+            agent.waitUntilExit()
+        }
+        for _ in 0..<500 where !FileManager.default.fileExists(atPath: agentFolder + "/agent.socket") {
+            usleep(10_000)
+        }
+
+        progress("  idle for \(seconds) s")
+        let pids = [daemon.pid, agent.processIdentifier, bus.pid]
+        let before = pids.map(Self.switches)
+        sleep(UInt32(seconds))
+        let after = pids.map(Self.switches)
+        let wakeups = zip(before, after).map { before, after in
+            Double(after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }) / Double(seconds)
+        }
+        let resident = pids.map { Double(Self.residentKiB($0)) / 1024 }
+
+        report.add(
+            .init(
+                measure: "Idle RSS with 3 groups",
+                value: String(format: "%.1f MiB", resident[0]),
+                baseline: String(format: "ssh-agent %.1f, dbus-daemon %.1f MiB", resident[1], resident[2]),
+                ratio: String(format: "%.1fx dbus-daemon", resident[0] / max(resident[2], 0.1)),
+                goal: "<= 12 MiB", met: resident[0] <= 12))
+        report.add(
+            .init(
+                measure: "Idle wake-ups per second over all threads, \(seconds) s",
+                value: String(format: "%.2f", wakeups[0]),
+                baseline: String(format: "ssh-agent %.2f, dbus-daemon %.2f", wakeups[1], wakeups[2]),
+                goal: "<= 0.5", met: wakeups[0] <= 0.5))
+        if let (size, names) = try installedSize() {
+            report.add(
+                .init(
+                    measure: "Installed size (\(names.joined(separator: " and ")), stripped)",
+                    value: String(format: "%.1f MiB", Double(size) / 1_048_576),
+                    goal: "<= 40 MiB", met: size <= 40 * 1_048_576))
+        }
+    }
+
+    /// Context switches so far of each thread of `pid`, by thread id.
+    static func switches(_ pid: Int32) -> [String: Int] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        var counts: [String: Int] = [:]
+        for task in tasks {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else {
+                continue
+            }
+            counts[task] = status.split(separator: "\n").filter { $0.contains("ctxt_switches:") }
+                .reduce(0) { $0 + (Int($1.split(separator: "\t").last ?? "") ?? 0) }
+        }
+        return counts
+    }
+
+    static func residentKiB(_ pid: Int32) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+    }
+
+    /// The stripped size of the daemon and of the authctl beside it (when there is one), with the names
+    /// counted, or nil when `strip` is missing.
+    private func installedSize() throws -> (Int, [String])? {
+        let authctl = (settings.daemon as NSString).deletingLastPathComponent + "/authctl"
+        let folder = try settings.scratch.folder("footprint-strip")
+        var total = 0
+        var names: [String] = []
+        for binary in [settings.daemon, authctl] where FileManager.default.fileExists(atPath: binary) {
+            names.append((binary as NSString).lastPathComponent)
+            let copy = folder + "/" + (binary as NSString).lastPathComponent
+            try? FileManager.default.removeItem(atPath: copy)
+            try FileManager.default.copyItem(atPath: binary, toPath: copy)
+            let strip = Process()
+            strip.executableURL = URL(fileURLWithPath: "/usr/bin/strip")
+            strip.arguments = [copy]
+            guard (try? strip.run()) != nil else { return nil }
+            strip.waitUntilExit()
+            let attributes = try FileManager.default.attributesOfItem(atPath: copy)
+            total += (attributes[.size] as? Int) ?? 0
+        }
+        return (total, names)
+    }
+}
