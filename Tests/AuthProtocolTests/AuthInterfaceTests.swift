@@ -57,7 +57,7 @@ struct AuthInterfaceTests {
         try input.fileHandleForWriting.close()
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(Python.varlink) with the varlink package (scripts/install-deps) is needed")
+        #expect(process.terminationStatus == 0, "\(Python.varlink) with varlink (scripts/install-deps) is needed")
         let lines = printed.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.first?.hasPrefix("com.exponea.Auth AcknowledgeFlush Anonymize ClaimRefresh Claims") == true)
