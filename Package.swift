@@ -217,7 +217,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthProtocolTests",
-            dependencies: ["AuthCore", "AuthProtocol"]
+            dependencies: ["AuthCore", "AuthProtocol", "AuthTestKit"]
         ),
         .testTarget(
             name: "AuthTransportTests",

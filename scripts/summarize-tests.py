@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Prints one closing line, 'N passed, N failed[, N skipped]', for a `swift test` log of both XCTest and
-Swift Testing (each framework prints its own summary; this adds them up)."""
+Swift Testing (each framework prints its own summary; this adds them up), and of the real-systemd test
+(scripts/device-test: 'device: N passed, N failed'), when the log has it."""
 import re
 import sys
 
@@ -25,8 +26,15 @@ for l in lines:
         cases += int(m[1]) - 1
 passed += cases
 
-total_passed = xctest_run - xctest_failed - xctest_skipped + passed
-total_failed = xctest_failed + failed
+# scripts/device-test: its last summary line counts its checks.
+device = [m for l in lines if (m := re.match(r"^device: (\d+) passed, (\d+) failed", l))]
+device_passed, device_failed = (int(device[-1][1]), int(device[-1][2])) if device else (0, 0)
+
+total_passed = xctest_run - xctest_failed - xctest_skipped + passed + device_passed
+total_failed = xctest_failed + failed + device_failed
 total_skipped = xctest_skipped + skipped
-print(f"XCTest: {xctest_run} run, {xctest_failed} failed; Swift Testing: {passed} passed, {failed} failed, {skipped} skipped")
+print(
+    f"XCTest: {xctest_run} run, {xctest_failed} failed; Swift Testing: {passed} passed, {failed} failed, {skipped} skipped"
+    + (f"; device: {device_passed} passed, {device_failed} failed" if device else "")
+)
 print(f"{total_passed} passed, {total_failed} failed" + (f", {total_skipped} skipped" if total_skipped else ""))

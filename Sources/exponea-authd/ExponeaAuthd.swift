@@ -20,7 +20,7 @@ struct ExponeaAuthd: ParsableCommand {
             credential exponea-authd.store-key when systemd passes one, and with a generated key file \
             otherwise. SIGTERM and SIGINT stop the daemon.
             """,
-        version: "0.1.0"
+        version: Daemon.version
     )
 
     @Flag(name: .long, help: "Serve the current user's session instead of the whole system.")

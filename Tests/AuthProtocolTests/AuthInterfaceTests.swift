@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
+import AuthTestKit
 import Foundation
 import Testing
 
@@ -45,8 +46,8 @@ struct AuthInterfaceTests {
                 print(interface.name, " ".join(sorted(interface.members)))
             """
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script]
+        process.executableURL = URL(fileURLWithPath: Python.varlink)
+        process.arguments = ["-c", script]
         let input = Pipe()
         let output = Pipe()
         process.standardInput = input
@@ -56,7 +57,7 @@ struct AuthInterfaceTests {
         try input.fileHandleForWriting.close()
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "python3 with the varlink package (scripts/install-deps) is needed")
+        #expect(process.terminationStatus == 0, "\(Python.varlink) with varlink (scripts/install-deps) is needed")
         let lines = printed.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.first?.hasPrefix("com.exponea.Auth AcknowledgeFlush Anonymize ClaimRefresh Claims") == true)

@@ -16,8 +16,8 @@ struct DaemonVarlinkTests {
 
         let token = TestJWT().token(expiringIn: 3600)
         let result = try ChildProcess.run(
-            "/usr/bin/env",
-            ["python3", Self.fixtures.appendingPathComponent("varlink-client.py").path, fixture.socketPath, "shop"],
+            Python.varlink,
+            [Self.fixtures.appendingPathComponent("varlink-client.py").path, fixture.socketPath, "shop"],
             input: token
         )
         #expect(result.status == 0, "\(result.standardError)")
