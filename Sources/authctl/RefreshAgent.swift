@@ -20,7 +20,8 @@ extension AuthCtl {
             commandName: "refresh-agent",
             abstract: "Keep an app group's token fresh by running a command when it needs a new one.",
             usage: "authctl refresh-agent <group> [--command-timeout <seconds>]\n"
-                + "                      [--socket <path>] -- <command> [<argument> ...]",
+                + "                      [--config-directory <path>] [--socket <path>]\n"
+                + "                      [-- <command> [<argument> ...]]",
             discussion: """
                 Runs until stopped, subscribed to the group. When the group's token is missing, expires \
                 within a minute, has expired or was reported invalid (and at start, and after the daemon \
@@ -32,6 +33,9 @@ extension AuthCtl {
                 and EXPONEA_AUTH_GROUP and EXPONEA_AUTH_REASON in its environment. It prints the token \
                 on standard output, alone or as {"token": "...", "expiresIn": SECONDS}, and the agent \
                 stores it. Its standard error goes where the agent's goes.
+
+                Without a command after --, the agent runs the group's RefreshCommand= from the [AppGroup] \
+                section of authd.conf (and authd.conf.d/*.conf) in --config-directory, with /bin/sh -c.
 
                 A command that exits with a non-zero status, prints nothing usable or runs past \
                 --command-timeout (its whole process group is killed) is retried after about 1 s, then \
@@ -60,6 +64,15 @@ extension AuthCtl {
         )
         var socket: String?
 
+        @Option(
+            help: ArgumentHelp(
+                "Where authd.conf is, for the group's RefreshCommand= when no command is given.",
+                valueName: "path"
+            ),
+            completion: .directory
+        )
+        var configDirectory = "/etc/exponea-authd"
+
         @Argument(parsing: .postTerminator, help: "The command that prints a new token, after --.")
         var command: [String] = []
 
@@ -69,16 +82,30 @@ extension AuthCtl {
                     "--command-timeout needs a number of seconds from 1 to 3600, not \(commandTimeout)")
             }
             if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
-            guard !command.isEmpty else {
-                throw ValidationError("give the command that prints a new token after --")
-            }
         }
 
         func run() async throws {
+            var arguments = command
+            if arguments.isEmpty {
+                let configured: String?
+                do {
+                    configured = try RefreshCommand.configured(for: group.group, in: configDirectory)
+                } catch {
+                    printError("authctl: \(error)")
+                    throw AuthCtlExit.failure
+                }
+                guard let configured else {
+                    printError(
+                        "authctl: no command: give one after --, or RefreshCommand= in the [AppGroup] of "
+                            + "'\(group.group)' in \(configDirectory)/authd.conf")
+                    throw AuthCtlExit.usage
+                }
+                arguments = ["/bin/sh", "-c", configured]
+            }
             let agent = Agent(
                 group: group.group,
                 client: AuthDaemonClient(socketPath: socket, unavailableBound: .seconds(2)),
-                command: RefreshCommand(arguments: command, timeout: .seconds(commandTimeout))
+                command: RefreshCommand(arguments: arguments, timeout: .seconds(commandTimeout))
             )
             await agent.run()
         }

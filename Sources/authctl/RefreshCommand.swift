@@ -55,6 +55,11 @@ struct RefreshCommand: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
         posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
+        // Nothing else of the agent's: a descriptor the agent inherited without close-on-exec (its parent's
+        // process-tracking socket, say) must not outlive the agent in a command that keeps running.
+        for descriptor in Self.inheritableDescriptors() where descriptor > 2 {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -158,6 +163,76 @@ struct RefreshCommand: Sendable {
             return .unusableOutput("it printed more than one word; print the token alone, or JSON")
         }
         return .token(String(decoding: trimmed, as: UTF8.self))
+    }
+
+    /// The `RefreshCommand=` of `group`'s `[AppGroup]` in `directory`'s `authd.conf` and
+    /// `authd.conf.d/*.conf` (read in that order, in lexical order; the last one given wins); nil when none.
+    ///
+    /// - Throws: ``ConfigurationError`` for a file that is there but cannot be read or parsed.
+    static func configured(for group: String, in directory: String) throws(ConfigurationError) -> String? {
+        var paths = [directory + "/authd.conf"]
+        if let listing = opendir(directory + "/authd.conf.d") {
+            defer { closedir(listing) }
+            var names: [String] = []
+            while let entry = readdir(listing) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                if name.hasSuffix(".conf") && !name.hasPrefix(".") { names.append(name) }
+            }
+            paths += names.sorted().map { directory + "/authd.conf.d/" + $0 }
+        }
+        var command: String?
+        for path in paths {
+            guard let text = try readText(path) else { continue }
+            for section in try ConfigurationFile(parsing: text, name: path).sections
+            where section.name == "AppGroup" && section.values("Name").last == group {
+                command = section.values("RefreshCommand").last.flatMap { $0.isEmpty ? nil : $0 } ?? command
+            }
+        }
+        return command
+    }
+
+    /// A configuration file's text (at most 1 MiB); nil when there is none.
+    private static func readText(_ path: String) throws(ConfigurationError) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw ConfigurationError(file: path, line: 0, message: "cannot open: \(errorText())")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= 1 << 20 else {
+            throw ConfigurationError(file: path, line: 0, message: "is not a regular file of at most 1 MiB")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var filled = 0
+        while filled < bytes.count {
+            let count = bytes.withUnsafeMutableBytes {
+                Glibc.read(descriptor, $0.baseAddress! + filled, $0.count - filled)
+            }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            filled += count
+        }
+        return String(decoding: bytes[..<filled], as: UTF8.self)
+    }
+
+    /// The agent's open descriptors that a child would inherit (those without close-on-exec).
+    private static func inheritableDescriptors() -> [Int32] {
+        guard let listing = opendir("/proc/self/fd") else { return [] }
+        defer { closedir(listing) }
+        let own = dirfd(listing)
+        var descriptors: [Int32] = []
+        while let entry = readdir(listing) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let descriptor = Int32(name), descriptor != own else { continue }
+            let flags = fcntl(descriptor, F_GETFD)
+            if flags >= 0 && flags & FD_CLOEXEC == 0 { descriptors.append(descriptor) }
+        }
+        return descriptors
     }
 
     private static func errorText() -> String { String(cString: strerror(errno)) }

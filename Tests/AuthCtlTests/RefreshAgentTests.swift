@@ -65,6 +65,30 @@ struct RefreshAgentTests {
         #expect(!agents.contains { $0.output.contains(stored.trimmingCharacters(in: .newlines)) })
     }
 
+    @Test func withoutACommandTheAgentRunsTheGroupsRefreshCommandFromAuthdConf() throws {
+        let daemon = try DaemonFixture()
+        let script = try command(in: daemon.root)
+        let config = daemon.root.appending("config")
+        try FileManager.default.createDirectory(atPath: config + "/authd.conf.d", withIntermediateDirectories: true)
+        try Data("[AppGroup]\nName=news\nRefreshCommand=false\n".utf8).write(
+            to: URL(fileURLWithPath: config + "/authd.conf"))
+        try Data("[AppGroup]\nName=shop\nRefreshCommand=\(script) --from-config\n".utf8).write(
+            to: URL(fileURLWithPath: config + "/authd.conf.d/shop.conf"))
+        let agent = try daemon.authctlInBackground(["refresh-agent", "shop", "--config-directory", config])
+        defer { agent.stop() }
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 1 }, "\(agent.output)")
+        #expect(runs(daemon.root) == ["shop notProvided"])
+    }
+
+    @Test func withoutACommandOrARefreshCommandTheAgentSaysWhereToPutOne() throws {
+        let directory = try TemporaryDirectory(prefix: "authctl-agent")
+        defer { directory.remove() }
+        let result = try runAuthctl(["refresh-agent", "shop", "--config-directory", directory.path])
+        #expect(result.status == 2)
+        #expect(result.standardError.contains("RefreshCommand= in the [AppGroup] of 'shop'"))
+    }
+
     @Test func anAgentStartedWithoutATokenFetchesOneAtOnce() throws {
         let daemon = try DaemonFixture()
         let agent = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
@@ -100,7 +124,9 @@ struct RefreshAgentTests {
         let pidFile = daemon.root.appending("pid")
         let agent = try daemon.authctlInBackground([
             "refresh-agent", "shop", "--command-timeout", "1", "--",
-            command(in: daemon.root, body: "sleep 300 & echo $! > \(pidFile); wait"),
+            // Its output goes elsewhere: a grandchild left holding the agent's standard error would keep the test's
+            // pipe open after the agent is killed.
+            command(in: daemon.root, body: "sleep 300 >/dev/null 2>&1 & echo $! > \(pidFile); wait"),
         ])
         defer { agent.stop() }
         #expect(
@@ -128,13 +154,17 @@ struct RefreshAgentTests {
         let daemon = try DaemonFixture()
         let first = try TemporaryDirectory(prefix: "authd-agent-a")
         defer { first.remove() }
+        try daemon.set("shop", signer.token(expiringIn: 3600))
         let marker = first.appending("fetching")
         // The first agent's backend never answers.
         let hanging = try daemon.authctlInBackground([
             "refresh-agent", "shop", "--command-timeout", "600", "--",
-            command(in: first, body: "touch \(marker); exec sleep 600"),
+            command(in: first, body: "touch \(marker); exec sleep 600 2>/dev/null"),
         ])
         defer { hanging.stop() }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 1 })
+        // The token enters its last minute: the first agent claims the refresh and its backend hangs.
+        try daemon.set("shop", signer.token(expiringIn: 30))
         #expect(
             BackgroundProcess.waitUntil(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: marker) },
             "\(hanging.output)")
@@ -147,8 +177,8 @@ struct RefreshAgentTests {
         hanging.stop(signal: SIGKILL)
         // The claim died with its holder; the second agent refreshes long before any lease could run out.
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 1 }, "\(second.output)")
-        #expect(runs(daemon.root) == ["shop notProvided"])
+            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 3 }, "\(second.output)")
+        #expect(runs(daemon.root) == ["shop expiredSoon"])
     }
 
     @Test func unusableOutputIsAFailureAndNeverLogged() throws {

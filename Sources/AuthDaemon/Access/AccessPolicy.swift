@@ -108,6 +108,8 @@ public struct AccessPolicy: Sendable {
                         warnings.append("\(file):\(assignment.line): no user '\(entry)', ignored")
                     }
                 }
+            case "RefreshCommand":
+                continue  // the refresh agent's (authctl refresh-agent), not the daemon's
             case "RefreshLeaseSec":
                 guard let seconds = Double(assignment.value), Self.refreshLeaseRange.contains(seconds) else {
                     throw ConfigurationError(

@@ -1,26 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 /// A systemd-style INI file (`systemd.syntax(7)`): `[Section]` headers, `Key=Value` assignments, `#` and `;`
 /// comments, and sections that may repeat.
-struct ConfigurationFile: Sendable {
-    struct Section: Sendable {
-        var name: String
+package struct ConfigurationFile: Sendable {
+    package struct Section: Sendable {
+        package var name: String
         /// The line of the header, for messages.
-        var line: Int
-        var assignments: [(key: String, value: String, line: Int)] = []
+        package var line: Int
+        package var assignments: [(key: String, value: String, line: Int)] = []
 
         /// Every value of `key`, in order.
-        func values(_ key: String) -> [String] { assignments.filter { $0.key == key }.map(\.value) }
+        package func values(_ key: String) -> [String] { assignments.filter { $0.key == key }.map(\.value) }
     }
 
     /// The file name, for messages.
-    var name: String
-    var sections: [Section] = []
+    package var name: String
+    package var sections: [Section] = []
 
     /// Parses `text`.
     ///
     /// - Throws: ``ConfigurationError`` naming the file and line of the first line that is not a comment, a
     ///   section header or an assignment inside a section.
-    init(parsing text: String, name: String) throws(ConfigurationError) {
+    package init(parsing text: String, name: String) throws(ConfigurationError) {
         self.name = name
         // "\r\n" is one Character, which a split at "\n" would not see: a CRLF file would be one long line.
         let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
