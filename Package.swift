@@ -17,6 +17,7 @@
 //         AuthCore (pure rules: no I/O, no clock of its own)
 //
 //   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h)
+//   exponea-authd, authctl -> CProcessControl (prctl.h: no core dumps)
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
 //   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
@@ -64,6 +65,7 @@ let package = Package(
         .systemLibrary(name: "CTimerFD"),
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(name: "CEpoll"),
+        .systemLibrary(name: "CProcessControl"),
 
         // MARK: The product's own modules
 
@@ -120,6 +122,7 @@ let package = Package(
             name: "exponea-authd",
             dependencies: [
                 "AuthDaemon",
+                "CProcessControl",
                 "Systemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -128,6 +131,7 @@ let package = Package(
         .executableTarget(
             name: "authctl",
             dependencies: [
+                "CProcessControl",
                 "ExponeaAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
