@@ -17,7 +17,7 @@
 //         AuthCore (pure rules: no I/O, no clock of its own)
 //
 //   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h, eventfd.h, signalfd.h), CMalloc (malloc.h),
-//   CConcurrencyHook (the runtime's global-executor hook)
+//   CConcurrencyHook (the runtime's global-executor hook); exponea-authd, authctl -> CProcessControl (prctl.h: no core dumps)
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
 //   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
@@ -66,6 +66,7 @@ let package = Package(
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(name: "CEpoll"),
         .systemLibrary(name: "CConcurrencyHook"),
+        .systemLibrary(name: "CProcessControl"),
 
         // MARK: The product's own modules
 
@@ -123,6 +124,7 @@ let package = Package(
             name: "exponea-authd",
             dependencies: [
                 "AuthDaemon",
+                "CProcessControl",
                 "Systemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -132,6 +134,7 @@ let package = Package(
             name: "authctl",
             dependencies: [
                 "AuthCore",
+                "CProcessControl",
                 "ExponeaAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),

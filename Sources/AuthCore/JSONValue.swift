@@ -31,9 +31,20 @@ package enum JSONValue: Sendable, Equatable {
     /// Parses one JSON document; only whitespace may follow it.
     ///
     /// - Throws: ``JSONSyntaxError`` with the byte offset of the first thing that is wrong.
-    package init(parsing bytes: some Collection<UInt8>) throws(JSONSyntaxError) {
-        let parsed = bytes.withContiguousStorageIfAvailable { JSONParser.parseDocument($0) }
-        switch parsed ?? Array(bytes).withUnsafeBufferPointer({ JSONParser.parseDocument($0) }) {
+    ///
+    /// - Parameter keepingNumbersOutOfRange: Keep a number beyond the range of `Double` (`1e400`) as its literal
+    ///   instead of refusing the document, so that a caller can say which member holds it (``double`` is then
+    ///   nil for it).
+    package init(parsing bytes: some Collection<UInt8>, keepingNumbersOutOfRange: Bool = false)
+        throws(JSONSyntaxError)
+    {
+        let keep = keepingNumbersOutOfRange
+        let parsed = bytes.withContiguousStorageIfAvailable {
+            JSONParser.parseDocument($0, keepingNumbersOutOfRange: keep)
+        }
+        switch parsed
+            ?? Array(bytes).withUnsafeBufferPointer({ JSONParser.parseDocument($0, keepingNumbersOutOfRange: keep) })
+        {
         case .success(let value): self = value
         case .failure(let error): throw error
         }
@@ -45,11 +56,10 @@ package enum JSONValue: Sendable, Equatable {
         return members[name]
     }
 
-    /// A number as a `Double` (the nearest one: parsing refused any literal beyond its range); nil for anything
-    /// else.
+    /// A number as a `Double` (the nearest one); nil for a number beyond its range, and for anything else.
     package var double: Double? {
-        guard case .number(let literal) = self else { return nil }
-        return Double(literal)
+        guard case .number(let literal) = self, let number = Double(literal), number.isFinite else { return nil }
+        return number
     }
 
     /// A number written as a non-negative integer that fits a `UInt64`; nil for anything else.
@@ -96,10 +106,13 @@ package struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConverti
 /// The recursive-descent parser behind ``JSONValue``, over a buffer the caller keeps alive.
 private struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
+    let keepingNumbersOutOfRange: Bool
     var index = 0
 
-    static func parseDocument(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONSyntaxError> {
-        var parser = JSONParser(bytes: bytes)
+    static func parseDocument(_ bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool)
+        -> Result<JSONValue, JSONSyntaxError>
+    {
+        var parser = JSONParser(bytes: bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange)
         do throws(JSONSyntaxError) {
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
@@ -323,7 +336,7 @@ private struct JSONParser {
         }
         let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         // As Foundation's parser does, refuse a number no Double can hold (1e400); a tiny one reads as zero.
-        guard Double(literal)?.isFinite == true else {
+        guard keepingNumbersOutOfRange || Double(literal)?.isFinite == true else {
             index = start
             throw error("number out of range")
         }

@@ -17,8 +17,15 @@ enum RuntimeDirectory {
             throw DaemonError(message: "the socket directory \(path) is not a directory; remove it")
         }
         guard info.st_uid == geteuid() else {
+            // Under /tmp (no XDG_RUNTIME_DIR) anyone can create the name first: serving there would let its owner
+            // replace the socket, and clients would refuse the daemon anyway. Say so rather than pick another
+            // name that clients could not find.
             throw DaemonError(
-                message: "the socket directory \(path) belongs to uid \(info.st_uid), not to this user; remove it"
+                message: "the socket directory \(path) belongs to uid \(info.st_uid), not to this user (uid "
+                    + "\(geteuid())); another user may have created it to intercept this user's tokens, so the "
+                    + "daemon does not serve there. Have it removed (only its owner or root can), or set "
+                    + "XDG_RUNTIME_DIR (a session with pam_systemd does) or pass --socket with a path in a "
+                    + "directory of this user's own"
             )
         }
         if isPrivate && info.st_mode & 0o077 != 0 {

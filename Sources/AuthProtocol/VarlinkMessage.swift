@@ -20,14 +20,8 @@ public struct VarlinkCall: Sendable {
     public var more: Bool
     /// The client asks to leave Varlink after the reply (not supported by this daemon).
     public var upgrade: Bool
-    /// The raw message, to decode the parameters from.
-    private let message: [UInt8]
     /// The `parameters` member, nil when the call has none.
     private let parameterValue: JSONValue?
-
-    private struct Envelope<Parameters: Decodable>: Decodable {
-        var parameters: Parameters?
-    }
 
     /// Reads a call from one message (without its NUL).
     ///
@@ -36,7 +30,10 @@ public struct VarlinkCall: Sendable {
     public init(decoding message: [UInt8]) throws(VarlinkCallError) {
         // JSONValue, not JSONDecoder: this runs for every call, and GetToken needs nothing more (see
         // ``stringParameter(_:)``).
-        guard let value = try? JSONValue(parsing: message), case .object(let members) = value,
+        // A number beyond the range of a double is kept, so that the parameter holding it is named (see
+        // ``parameters(_:)``) rather than the whole message refused.
+        guard let value = try? JSONValue(parsing: message, keepingNumbersOutOfRange: true),
+            case .object(let members) = value,
             case .string(let method)? = members["method"]
         else { throw .notACall }
         func flag(_ name: String) throws(VarlinkCallError) -> Bool {
@@ -50,21 +47,24 @@ public struct VarlinkCall: Sendable {
         self.oneway = try flag("oneway")
         self.more = try flag("more")
         self.upgrade = try flag("upgrade")
-        self.message = message
         self.parameterValue = members["parameters"].flatMap { $0 == .null ? nil : $0 }
     }
 
-    /// The string parameter `name`, read without decoding the call again: the fast path for the calls that
-    /// take a group name only. Other parameters are ignored, as ``parameters(_:)`` ignores them.
+    /// The string parameter `name` of a method that takes nothing else, read without decoding the call again:
+    /// the fast path for the calls that take a group name only.
     ///
-    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming `name` when it is missing or not a string, or
-    ///   `parameters` when the parameters are not an object.
+    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming `name` when it is missing or not a string, another
+    ///   parameter when there is one (as ``parameters(_:)`` does), or `parameters` when the parameters are not
+    ///   an object.
     public func stringParameter(_ name: String) throws(VarlinkError) -> String {
         switch parameterValue {
         case nil:
             throw .invalidParameter(name)
         case .object(let members)?:
             guard case .string(let value)? = members[name] else { throw .invalidParameter(name) }
+            if members.count > 1, let unknown = members.keys.filter({ $0 != name }).min() {
+                throw .invalidParameter(unknown)
+            }
             return value
         default:
             throw .invalidParameter("parameters")
@@ -79,32 +79,27 @@ public struct VarlinkCall: Sendable {
 
     /// The method's parameters, decoded as `type`. A call without parameters decodes as `{}`.
     ///
-    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming the first parameter that is missing or of the
-    ///   wrong type.
+    /// Strict, as systemd's Varlink services are: a parameter the method does not take is refused, and a number
+    /// out of the range of its type (`-1` or `2^64` for a generation, `1e400` for anything) is refused naming
+    /// that parameter.
+    ///
+    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming the first parameter that is missing, of the wrong
+    ///   type or range, or unknown; `parameters` when the parameters are not an object.
     public func parameters<Parameters: Decodable>(_ type: Parameters.Type) throws(VarlinkError) -> Parameters {
+        let members: [String: JSONValue]
+        switch parameterValue {
+        case nil: members = [:]
+        case .object(let object)?: members = object
+        default: throw .invalidParameter("parameters")
+        }
         do {
-            if let parameters = try JSONDecoder().decode(Envelope<Parameters>.self, from: Data(message)).parameters {
-                return parameters
-            }
-            return try JSONDecoder().decode(Parameters.self, from: Data("{}".utf8))
-        } catch let error as DecodingError {
-            throw .invalidParameter(Self.parameterName(of: error))
+            return try ParameterDecoder.decode(type, from: members)
         } catch {
-            throw .invalidParameter("parameters")
+            switch error {
+            case .invalid(let name): throw .invalidParameter(name ?? "parameters")
+            case .unknown(let name): throw .invalidParameter(name)
+            }
         }
-    }
-
-    /// The parameter a decoding error is about: the first coding path component under `parameters`.
-    private static func parameterName(of error: DecodingError) -> String {
-        let path: [any CodingKey]
-        switch error {
-        case .keyNotFound(let key, let context): path = context.codingPath + [key]
-        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
-            path = context.codingPath
-        @unknown default: path = []
-        }
-        let names = path.map(\.stringValue).filter { $0 != "parameters" }
-        return names.first ?? "parameters"
     }
 }
 

@@ -165,6 +165,14 @@ package enum RecordDefect: Error, Sendable, CustomStringConvertible {
     case badDate
     case tokenUnparseable(StreamJWTError)
 
+    /// Whether the record was decrypted before this was found: the key is right.
+    var isAfterDecryption: Bool {
+        switch self {
+        case .notJSON, .unsupportedSchema, .groupMismatch, .badDate, .tokenUnparseable: true
+        default: false
+        }
+    }
+
     package var description: String {
         switch self {
         case .notRegularFile:

@@ -135,13 +135,25 @@ public struct StoreKey: Sendable, CustomStringConvertible, CustomReflectable {
         let path = directory + "/" + name
         let descriptor: CInt
         do {
-            descriptor = try SystemCalls.open(path, O_RDONLY | O_CLOEXEC)
+            // O_NONBLOCK: a FIFO in its place must not hang the start (it is refused below).
+            descriptor = try SystemCalls.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         } catch let failure where failure.errno == .noSuchFileOrDirectory {
             return nil
         } catch {
             throw TokenStoreError("cannot open the token store key credential \(path)", error)
         }
         defer { SystemCalls.close(descriptor) }
+        let info: stat
+        do {
+            info = try SystemCalls.fstat(descriptor)
+        } catch {
+            throw TokenStoreError("cannot inspect the token store key credential \(path)", error)
+        }
+        guard SystemCalls.isRegularFile(info) else {
+            throw TokenStoreError(
+                code: .keyFileUnsafe,
+                message: "the token store key credential \(path) is not a regular file; provide the key as a file")
+        }
         let bytes: [UInt8]?
         do {
             bytes = try SystemCalls.readAll(descriptor, limit: maximumMaterialLength)
@@ -190,6 +202,7 @@ public struct StoreKey: Sendable, CustomStringConvertible, CustomReflectable {
     private static func readOrCreateKeyFile(_ directory: CInt, path: String) throws(TokenStoreError) -> [UInt8] {
         for _ in 0..<3 {
             if let bytes = try readKeyFile(directory, path: path) { return bytes }
+            try refuseNewKeyOverRecords(directory, path: path)
             if let bytes = try createKeyFile(directory, path: path) { return bytes }
             // Another process created it between our read and our link: read theirs.
         }
@@ -203,7 +216,9 @@ public struct StoreKey: Sendable, CustomStringConvertible, CustomReflectable {
     private static func readKeyFile(_ directory: CInt, path: String) throws(TokenStoreError) -> [UInt8]? {
         let descriptor: CInt
         do {
-            descriptor = try SystemCalls.openat(directory, keyFileName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            // O_NONBLOCK: a FIFO in its place must not hang the start (it is refused below).
+            descriptor = try SystemCalls.openat(
+                directory, keyFileName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         } catch let failure where failure.errno == .noSuchFileOrDirectory {
             return nil
         } catch let failure where failure.errno == .tooManySymbolicLinkLevels {
@@ -254,6 +269,27 @@ public struct StoreKey: Sendable, CustomStringConvertible, CustomReflectable {
             throw TokenStoreError(code: .keyFileInvalid, message: message)
         }
         return bytes
+    }
+
+    /// Throws when the store directory holds records: they were written with a key, and a new one would make
+    /// every one of them unreadable (and set aside) at once.
+    private static func refuseNewKeyOverRecords(_ directory: CInt, path: String) throws(TokenStoreError) {
+        let names: [String]
+        do {
+            names = try SystemCalls.listDirectory(directory)
+        } catch {
+            throw TokenStoreError("cannot list the token store directory of \(path)", error)
+        }
+        let records = names.filter { $0.hasSuffix(TokenStore.recordSuffix) }.count
+        guard records > 0 else { return }
+        let directoryPath = String(path.dropLast(keyFileName.count + 1))
+        throw TokenStoreError(
+            code: .keyFileMissing,
+            message: "the token store key file \(path) is missing, but \(directoryPath) holds \(records) token "
+                + "record\(records == 1 ? "" : "s") written with a key; a new key would make them unreadable, so "
+                + "none is made and every file is kept. Restore \(keyFileName) from a backup (or provide the key "
+                + "as the credential \(defaultCredentialName)); to start with an empty store instead, move the "
+                + "*\(TokenStore.recordSuffix) files out of \(directoryPath)")
     }
 
     /// Writes a new key file (temp file, fsync, link to the final name so it appears whole or not at all); nil

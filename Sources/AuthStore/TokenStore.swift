@@ -23,6 +23,10 @@ import Synchronization
 /// Every write replaces the record atomically (temp file, `fsync`, `renameat`, `fsync` of the directory), so a
 /// crash at any instant leaves each record either old or new. A record that cannot be read, decrypted or
 /// decoded is renamed aside, logged at warning level, and reported as no record; other groups are not affected.
+/// Two things are refused instead, setting nothing aside: a record that is not the daemon's own (another owner,
+/// or open to group or others), and, in ``loadAll()``, records of which not one decrypts (a wrong key).
+/// Files are opened with `O_NOFOLLOW | O_NONBLOCK` and read only when they are regular files, so nothing put in
+/// a record's place can hang the start.
 ///
 /// The API is synchronous and blocking: call it off the event loop. Calls may come from any thread, but calls
 /// for one group must be serialised by the caller (a `load` that quarantines a record must not race a `save`
@@ -79,54 +83,111 @@ public final class TokenStore: Sendable {
     /// - Throws: ``TokenStoreError`` only when the store itself cannot be used (for example, out of file
     ///   descriptors); a damaged record is not an error.
     public func load(_ group: AppGroup) throws(TokenStoreError) -> TokenRecord? {
-        let name = Self.recordName(group)
-        let bytes: [UInt8]
-        switch readRecordFile(name) {
+        switch try read(group) {
+        case .record(let record):
+            return record
         case .missing:
             return nil
+        case .defect(let defect):
+            quarantine(group, name: Self.recordName(group), defect: defect)
+            return nil
+        }
+    }
+
+    /// What reading one record gave.
+    private enum Outcome {
+        case record(TokenRecord)
+        case missing
+        case defect(RecordDefect)
+
+        /// Whether the record's content was decrypted (it may still be unusable): proof the key is right.
+        var decrypted: Bool {
+            switch self {
+            case .record: true
+            case .missing: false
+            case .defect(let defect): defect.isAfterDecryption
+            }
+        }
+
+        var failedToDecrypt: Bool {
+            if case .defect(.authenticationFailed) = self { return true }
+            return false
+        }
+    }
+
+    /// Reads and decodes the record of `group`, setting nothing aside.
+    private func read(_ group: AppGroup) throws(TokenStoreError) -> Outcome {
+        let bytes: [UInt8]
+        switch readRecordFile(Self.recordName(group)) {
+        case .missing:
+            return .missing
         case .failed(let error):
             throw error
         case .defect(let defect):
-            quarantine(group, name: name, defect: defect)
-            return nil
+            return .defect(defect)
         case .bytes(let read):
             bytes = read
         }
         do {
-            return try RecordCodec.decode(bytes, group: group, key: key)
+            return .record(try RecordCodec.decode(bytes, group: group, key: key))
         } catch {
-            quarantine(group, name: name, defect: error)
-            return nil
+            return .defect(error)
         }
     }
 
     /// Every readable record, sorted by group name. Unreadable ones are set aside, logged and left out.
     ///
+    /// When records exist and not one of them decrypts, the key is wrong rather than every record: nothing is
+    /// set aside and ``TokenStoreError/Code/keyMismatch`` is thrown, naming the key. (With a single record, a
+    /// damaged record cannot be told from a wrong key: it is taken for a wrong key, and every file is kept.)
+    ///
     /// Reads on every core: with 100,000 groups, reading and decrypting the records is most of the start.
     ///
-    /// - Throws: ``TokenStoreError`` when the directory cannot be listed, or a record cannot be read for a
-    ///   reason that is not the record's (for example, out of file descriptors).
+    /// - Throws: ``TokenStoreError`` when the directory cannot be listed, a record is owned by another user or
+    ///   open to group or others (``TokenStoreError/Code/recordUnsafe``), no record decrypts with the key
+    ///   (``TokenStoreError/Code/keyMismatch``), or a record cannot be read for a reason that is not the
+    ///   record's (for example, out of file descriptors).
     public func loadAll() throws(TokenStoreError) -> [TokenRecord] {
         let groups = try storedGroups()
         let parts = max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), groups.count / 256))
-        let loaded = PartResults<Result<[TokenRecord], TokenStoreError>>(count: parts)
+        let loaded = PartResults<Result<[(AppGroup, Outcome)], TokenStoreError>>(count: parts)
         // On threads of its own rather than libdispatch's pool: once that pool has a worker, its monitor wakes
         // the process every second for the rest of its life.
         Self.concurrentPerform(parts) { part in
-            var records: [TokenRecord] = []
-            records.reserveCapacity(groups.count / parts + 1)
+            var outcomes: [(AppGroup, Outcome)] = []
+            outcomes.reserveCapacity(groups.count / parts + 1)
             do throws(TokenStoreError) {
                 for group in groups[(groups.count * part / parts)..<(groups.count * (part + 1) / parts)] {
-                    if let record = try self.load(group) { records.append(record) }
+                    outcomes.append((group, try self.read(group)))
                 }
-                loaded[part] = .success(records)
+                loaded[part] = .success(outcomes)
             } catch {
                 loaded[part] = .failure(error)
             }
         }
+        var outcomes: [(AppGroup, Outcome)] = []
+        outcomes.reserveCapacity(groups.count)
+        for part in 0..<parts { outcomes += try loaded[part]!.get() }
+
+        let undecryptable = outcomes.count { $0.1.failedToDecrypt }
+        if undecryptable > 0 && !outcomes.contains(where: { $0.1.decrypted }) {
+            throw TokenStoreError(
+                code: .keyMismatch,
+                message: "not one of the \(undecryptable) token record\(undecryptable == 1 ? "" : "s") in \(directory) "
+                    + "decrypts with the store key (\(key.source)): the key is not the one they were written with "
+                    + "(it was changed, damaged or replaced), so nothing was set aside and every file is kept. "
+                    + "Restore the key from a backup; if the key is right and the records are damaged, move the "
+                    + "*\(Self.recordSuffix) files out of \(directory) to start with an empty store")
+        }
         var records: [TokenRecord] = []
-        records.reserveCapacity(groups.count)
-        for part in 0..<parts { records += try loaded[part]!.get() }
+        records.reserveCapacity(outcomes.count)
+        for (group, outcome) in outcomes {
+            switch outcome {
+            case .record(let record): records.append(record)
+            case .missing: break
+            case .defect(let defect): quarantine(group, name: Self.recordName(group), defect: defect)
+            }
+        }
         return records
     }
 
@@ -209,7 +270,9 @@ public final class TokenStore: Sendable {
     private func readRecordFile(_ name: String) -> ReadResult {
         let descriptor: CInt
         do {
-            descriptor = try SystemCalls.openat(directoryDescriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            // O_NONBLOCK: a FIFO in a record's place must not hang the start (it is set aside below).
+            descriptor = try SystemCalls.openat(
+                directoryDescriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         } catch let failure {
             switch failure.errno {
             case .noSuchFileOrDirectory:
@@ -225,6 +288,18 @@ public final class TokenStore: Sendable {
         do {
             let info = try SystemCalls.fstat(descriptor)
             guard SystemCalls.isRegularFile(info) else { return .defect(.notRegularFile) }
+            if let problem = Self.unsafeOwnership(info) {
+                // The daemon writes every record itself, as its user and with mode 0600: anything else was made or
+                // changed by someone else. As for the store directory, refuse it and say how to fix it, rather
+                // than read it or set it aside (a restore from a backup with the wrong owner loses nothing).
+                return .failed(
+                    TokenStoreError(
+                        code: .recordUnsafe,
+                        message: "the token record \(path(name)) \(problem); the daemon writes its records as "
+                            + "uid \(geteuid()) with mode 0600 and uses no other: run 'chown \(geteuid()) "
+                            + "\(path(name))' and 'chmod 0600 \(path(name))' if the file is the daemon's own, or "
+                            + "move it away"))
+            }
             guard info.st_size <= Self.maximumRecordSize else {
                 return .defect(.tooLarge(limit: Self.maximumRecordSize))
             }
@@ -237,6 +312,15 @@ public final class TokenStore: Sendable {
         } catch {
             return .failed(TokenStoreError("cannot read the token record \(path(name))", error))
         }
+    }
+
+    /// Why a record with these attributes is not the daemon's own, or nil when it is.
+    private static func unsafeOwnership(_ info: stat) -> String? {
+        if info.st_uid != geteuid() { return "is owned by uid \(info.st_uid), not by the daemon's uid \(geteuid())" }
+        if info.st_mode & 0o077 != 0 {
+            return "has mode \(SystemCalls.modeString(info)), so group or others can access it"
+        }
+        return nil
     }
 
     /// Renames the record `name` aside (never over an earlier quarantined file) and logs why.

@@ -35,6 +35,13 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
         public static let keyFileUnsafe = Code("keyFileUnsafe")
         /// The key file does not hold exactly ``StoreKey/keyFileLength`` bytes.
         public static let keyFileInvalid = Code("keyFileInvalid")
+        /// The key file is missing while the store holds records: a new key would make every one unreadable.
+        public static let keyFileMissing = Code("keyFileMissing")
+        /// The store holds records and not one decrypts with the key: the key is not the one they were written
+        /// with (changed, damaged or replaced). Nothing was set aside.
+        public static let keyMismatch = Code("keyMismatch")
+        /// A record is owned by another user, or group or others can access it.
+        public static let recordUnsafe = Code("recordUnsafe")
         /// A record could not be encoded (a bug rather than a condition of the system).
         public static let encodingFailed = Code("encodingFailed")
         /// Another process (another exponea-authd) holds the store's lock file.

@@ -124,6 +124,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
     private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkReplies) throws {
         switch call.method {
         case "org.varlink.service.GetInfo":
+            _ = try call.parameters(EmptyPayload.self)  // refuses a parameter, as every method does
             try reply.send(VarlinkReplyEncoder.reply(info))
         case "org.varlink.service.GetInterfaceDescription":
             let name = try call.parameters(VarlinkService.DescriptionParameters.self).interface

@@ -114,15 +114,7 @@ public final class VarlinkServer: Sendable {
         channel.closeFuture.whenComplete { [self] _ in
             _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
         }
-        guard let provider = channel as? any SocketOptionProvider else {
-            return channel.eventLoop.makeFailedFuture(VarlinkServerError(message: "not a socket"))
-        }
-        let credentials: EventLoopFuture<KernelCredentials> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET),
-            name: SocketOptionName(SO_PEERCRED)
-        )
-        return credentials.flatMap { [self] credentials in
-            let peer = PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        return PeerCredentials.read(from: channel).flatMap { [self] peer in
             let (messages, continuation) = AsyncStream.makeStream(of: VarlinkCall?.self)
             let activity = ConnectionActivity()
             let replies = VarlinkReplies(

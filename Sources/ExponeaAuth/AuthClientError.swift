@@ -12,6 +12,9 @@ public struct AuthClientError: Error, Hashable, Sendable, CustomStringConvertibl
 
         /// Nothing listens on the daemon's socket (it is not running, or another socket was meant).
         public static let daemonUnavailable = Code(rawValue: "daemonUnavailable")
+        /// The process listening on the socket runs as a user that is not the daemon's (another user planted a
+        /// socket where the daemon's was expected); nothing was sent to it.
+        public static let untrustedServer = Code(rawValue: "untrustedServer")
         /// The connection closed while a call waited for its reply (the daemon stopped or restarted).
         public static let connectionLost = Code(rawValue: "connectionLost")
         /// This user may not use the daemon or the app group.

@@ -28,11 +28,24 @@ public actor AuthDaemonClient {
     /// How many idle connections are kept.
     private static let maximumIdleConnections = 4
 
+    /// Who may serve ``socketPath`` (checked with `SO_PEERCRED` before anything is sent).
+    private nonisolated let trusted: TrustedServer
+
     /// - Parameters:
-    ///   - socketPath: The daemon's socket; ``defaultSocketPath(environment:)`` when nil.
+    ///   - socketPath: The daemon's socket; ``defaultSocketPath(environment:uid:exists:)`` when nil.
     ///   - unavailableBound: How long a call waits for a daemon that is away before it fails.
+    ///
+    /// Every connection checks, before it sends anything, that the process listening on the socket runs as
+    /// root, as the system daemon's user `exponea-authd` (for the system socket or a socket given here or in
+    /// `$EXPONEA_AUTHD_SOCKET`), or as this process's user (for the user daemon's socket or a socket given);
+    /// otherwise the call fails with ``AuthClientError/Code/untrustedServer``.
     public init(socketPath: String? = nil, unavailableBound: Duration = .seconds(2)) {
-        self.socketPath = socketPath ?? Self.defaultSocketPath()
+        let (path, trusted) =
+            socketPath.map { ($0, TrustedServer.eitherDaemon) }
+            ?? Self.defaultSocket(
+                environment: ProcessInfo.processInfo.environment, uid: getuid(), exists: Self.socketExists)
+        self.socketPath = path
+        self.trusted = trusted
         self.unavailableBound = unavailableBound
     }
 
@@ -43,16 +56,48 @@ public actor AuthDaemonClient {
     /// The socket to use when none is given: `$EXPONEA_AUTHD_SOCKET`; else the user daemon's socket
     /// (`$XDG_RUNTIME_DIR/exponea-authd/io.socket`, or `/tmp/exponea-authd-UID/io.socket` without
     /// `XDG_RUNTIME_DIR`) when it exists; else the system daemon's, `/run/exponea-authd/io.socket`.
+    ///
+    /// The `/tmp` fallback is used only when its directory is this user's own: a real directory (not a
+    /// symbolic link), owned by `uid`, that nobody else may enter (mode 0700). Anyone can create that name
+    /// first, so a directory that fails the check is ignored.
     public static func defaultSocketPath(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         uid: UInt32 = getuid(),
-        exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }
+        exists: (String) -> Bool = socketExists
     ) -> String {
-        if let path = environment["EXPONEA_AUTHD_SOCKET"], !path.isEmpty { return path }
-        let user =
-            environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") ? "\($0)/exponea-authd/io.socket" : nil }
-            ?? "/tmp/exponea-authd-\(uid)/io.socket"
-        return exists(user) ? user : "/run/exponea-authd/io.socket"
+        defaultSocket(environment: environment, uid: uid, exists: exists).path
+    }
+
+    /// The system daemon's socket.
+    static let systemSocketPath = "/run/exponea-authd/io.socket"
+
+    /// The default socket and who may serve it.
+    static func defaultSocket(environment: [String: String], uid: UInt32, exists: (String) -> Bool)
+        -> (path: String, trusted: TrustedServer)
+    {
+        if let path = environment["EXPONEA_AUTHD_SOCKET"], !path.isEmpty { return (path, .eitherDaemon) }
+        let user: String?
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+            user = "\(runtime)/exponea-authd/io.socket"
+        } else {
+            let directory = "/tmp/exponea-authd-\(uid)"
+            user = isPrivateDirectory(directory, owner: uid) ? "\(directory)/io.socket" : nil
+        }
+        if let user, exists(user) { return (user, .userDaemon) }
+        return (systemSocketPath, .systemDaemon)
+    }
+
+    /// Whether a file exists at `path` (a link is not followed).
+    public static func socketExists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    /// Whether `path` is a directory (not a link to one) of `owner` that nobody else may enter.
+    static func isPrivateDirectory(_ path: String, owner: UInt32) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return false }
+        return info.st_mode & S_IFMT == S_IFDIR && info.st_uid == owner && info.st_mode & 0o077 == 0
     }
 
     // MARK: Tokens
@@ -243,7 +288,7 @@ public actor AuthDaemonClient {
         let deadline = ContinuousClock.now + unavailableBound
         while true {
             do {
-                return try await VarlinkConnection.connect(to: socketPath)
+                return try await VarlinkConnection.connect(to: socketPath, trusting: trusted)
             } catch  where error.code == .daemonUnavailable && ContinuousClock.now < deadline {
                 do {
                     try await Task.sleep(for: .milliseconds(100))

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
+import CProcessControl
 import Foundation
 
 @main
@@ -29,6 +30,9 @@ struct AuthCtl: AsyncParsableCommand {
     /// As `AsyncParsableCommand.main()`, but a wrong command line exits with 2 (argument-parser's default is
     /// EX_USAGE, 64) and its message starts with `authctl:` like every other error.
     static func main() async {
+        // A token read from standard input or received from the daemon must not reach a core dump (as ssh-agent
+        // does); a failure changes nothing else, so it is not reported.
+        _ = authd_disable_core_dumps()
         do {
             var command = try await asyncParseAsRoot(
                 Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst())))

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import AuthDaemon
+import CProcessControl
 import Logging
 import Systemd
 
@@ -96,6 +97,9 @@ struct ExponeaAuthd: ParsableCommand {
     }
 
     func run() throws {
+        // Before any token is in memory: no core dump, whatever `ulimit -c` or LimitCORE= says, and no ptrace or
+        // /proc/PID/mem by other processes of this user (as ssh-agent does).
+        let coreDumps = authd_disable_core_dumps() == 0 ? nil : String(cString: strerror(errno))
         // First, before any thread starts, so that every thread inherits the blocked signals.
         var signals = SignalWaiter()
         // Then, before the first task: Swift concurrency runs on NIO's event loops, not libdispatch's pool.
@@ -113,6 +117,9 @@ struct ExponeaAuthd: ParsableCommand {
         let logger = Logger(label: "exponea-authd")
         if !onEventLoops {
             logger.notice("Swift concurrency runs on libdispatch's pool, whose monitor wakes the daemon every second")
+        }
+        if let coreDumps {
+            logger.warning("Cannot disable core dumps (prctl PR_SET_DUMPABLE): \(coreDumps); set LimitCORE=0")
         }
         // Each client holds a descriptor: take what systemd (or the shell) allows, not the select(2)-era 1024.
         let descriptors = FileDescriptorLimit.raiseToHardLimit()

@@ -37,19 +37,76 @@ struct VarlinkMessageTests {
         let missing = try call(#"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"g"}}"#)
         #expect(throws: VarlinkError.invalidParameter("token")) { try missing.parameters(SetTokenParameters.self) }
 
-        // Foundation reports a number out of range without a coding path, so only the kind of error is sure.
         let negative = try call(
             #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"g","generation":-1}}"#
         )
-        #expect {
+        #expect(throws: VarlinkError.invalidParameter("generation")) {
             try negative.parameters(ClaimRefreshParameters.self)
-        } throws: { error in
-            if case .invalidParameter? = error as? VarlinkError { return true }
-            return false
         }
 
         let notObject = try call(#"{"method":"com.exponea.Auth.GetToken","parameters":[1]}"#)
         #expect(throws: VarlinkError.invalidParameter("parameters")) { try notObject.parameters(GroupParameters.self) }
+    }
+
+    /// A number out of the range of its parameter's type is about that parameter, not the whole call.
+    @Test(arguments: [
+        ("ClaimRefresh", #"{"group":"g","generation":-1}"#, "generation"),
+        ("ClaimRefresh", #"{"group":"g","generation":18446744073709551616}"#, "generation"),
+        ("ClaimRefresh", #"{"group":"g","generation":1.5}"#, "generation"),
+        ("ClaimRefresh", #"{"group":"g","generation":1e400}"#, "generation"),
+        ("WaitForToken", #"{"group":"g","after":0,"timeoutMs":1e400}"#, "timeoutMs"),
+        ("WaitForToken", #"{"group":"g","after":0,"timeoutMs":-1e400}"#, "timeoutMs"),
+        ("ReportAuthFailure", #"{"group":"g","status":401,"generation":-1}"#, "generation"),
+        ("ReportAuthFailure", #"{"group":"g","status":9223372036854775808}"#, "status"),
+    ])
+    func aNumberOutOfRangeNamesItsParameter(_ method: String, _ parameters: String, _ name: String) throws {
+        let call = try call(#"{"method":"com.exponea.Auth.\#(method)","parameters":\#(parameters)}"#)
+        #expect(throws: VarlinkError.invalidParameter(name)) {
+            switch method {
+            case "ClaimRefresh": _ = try call.parameters(ClaimRefreshParameters.self)
+            case "WaitForToken": _ = try call.parameters(WaitForTokenParameters.self)
+            default: _ = try call.parameters(ReportAuthFailureParameters.self)
+            }
+        }
+    }
+
+    @Test func numbersInRangeAreRead() throws {
+        let call = try call(
+            #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"g","generation":18446744073709551615}}"#
+        )
+        #expect(try call.parameters(ClaimRefreshParameters.self).generation == .max)
+        let integral = try self.call(
+            #"{"method":"com.exponea.Auth.WaitForToken","parameters":{"group":"g","after":2e0,"timeoutMs":5.0}}"#)
+        let parameters = try integral.parameters(WaitForTokenParameters.self)
+        #expect(parameters.after == 2 && parameters.timeoutMs == 5)
+    }
+
+    /// A parameter the method does not take is refused, naming it, by every way parameters are read.
+    @Test func anUnknownParameterIsRefusedNamingIt() throws {
+        let extra = try call(
+            #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"g","token":"t","tokn":"t"}}"#)
+        #expect(throws: VarlinkError.invalidParameter("tokn")) { try extra.parameters(SetTokenParameters.self) }
+
+        let groupOnly = try call(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"g","force":true}}"#)
+        #expect(throws: VarlinkError.invalidParameter("force")) { try groupOnly.stringParameter("group") }
+        #expect(throws: VarlinkError.invalidParameter("force")) { try groupOnly.parameters(GroupParameters.self) }
+
+        let none = try call(#"{"method":"com.exponea.Auth.ListGroups","parameters":{"all":true}}"#)
+        #expect(throws: VarlinkError.invalidParameter("all")) { try none.parameters(EmptyPayload.self) }
+
+        // Optional parameters may be left out or null; the customer ids are a map, whatever their names.
+        let optional = try call(
+            #"{"method":"com.exponea.Auth.IdentifyCustomer","parameters":{"group":"g","customerIds":{"any":"x"},"token":null}}"#
+        )
+        let identify = try optional.parameters(IdentifyCustomerParameters.self)
+        #expect(identify.customerIds == ["any": "x"] && identify.token == nil)
+    }
+
+    /// A number beyond a double's range elsewhere than in the parameters still makes no call.
+    @Test func aNumberOutOfRangeInTheCallItselfIsNoCall() {
+        #expect(throws: VarlinkCallError.notACall) {
+            try VarlinkCall(decoding: Array(#"{"method":"com.exponea.Auth.ListGroups","more":1e400}"#.utf8))
+        }
     }
 
     @Test func encodesRepliesAsOneJSONObjectAndANUL() throws {

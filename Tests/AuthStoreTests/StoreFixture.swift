@@ -69,8 +69,11 @@ struct StoreFixture {
         Array(try Data(contentsOf: URL(fileURLWithPath: path(name))))
     }
 
+    /// Writes `bytes` to `store/name` with the mode the daemon gives its records (0600), as a tampered record
+    /// of the daemon's own would have.
     func write(_ bytes: [UInt8], to name: String) throws {
         try Data(bytes).write(to: URL(fileURLWithPath: path(name)))
+        guard chmod(path(name), 0o600) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     }
 
     /// Log entries at warning level or above.

@@ -200,12 +200,13 @@ import Testing
         let previous = umask(mask)
         defer { umask(previous) }
 
-        let credentialStore = try fixture.open()
-        try credentialStore.save(try StoreFixture.record("with-credential"))
+        // The key file first: none is made over existing records.
         let keyFileStore = try TokenStore(
             directory: fixture.storePath,
             key: StoreKey.fromKeyFile(inDirectory: fixture.storePath, logger: fixture.logger),
             logger: fixture.logger)
+        let credentialStore = try fixture.open()
+        try credentialStore.save(try StoreFixture.record("with-credential"))
         try keyFileStore.save(try StoreFixture.record("with-key-file"))
 
         #expect(try fixture.mode(fixture.storePath) == 0o700)

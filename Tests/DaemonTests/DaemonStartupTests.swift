@@ -111,6 +111,7 @@ struct DaemonStartupTests {
             TokenRecord(group: AppGroup("shop"), token: StreamJWT(parsing: token), generation: 1, changedAt: Date())
         )
         try Data("not a record".utf8).write(to: URL(fileURLWithPath: fixture.stateDirectory + "/news.token"))
+        chmod(fixture.stateDirectory + "/news.token", 0o600)  // as the daemon's own record: the content is bad
 
         let daemon = try fixture.start(arguments: ["--log-level", "debug"])
         #expect(fixture.notify.receive() == "READY=1\nSTATUS=Holding 1 app group (1 with a token), 0 clients connected")
@@ -159,6 +160,62 @@ struct DaemonStartupTests {
             daemon.output.contains("critical: Cannot start: cannot open the token store in \(fixture.stateDirectory)"))
         #expect(daemon.output.contains("chmod 0700"))
         #expect(fixture.notify.receive(timeout: .milliseconds(100)) == nil)
+    }
+
+    /// A store keyed by its key file, with two records; the daemon is then started on it with `damage` done.
+    func startOnDamagedKeyFileStore(_ damage: (String) throws -> Void) throws -> (Fixture, BackgroundProcess) {
+        let fixture = try Fixture()
+        let logger = Logger(label: "t")
+        let key = try StoreKey.fromKeyFile(inDirectory: fixture.stateDirectory, logger: logger)
+        let store = try TokenStore(directory: fixture.stateDirectory, key: key, logger: logger)
+        for group in ["news", "shop"] {
+            try store.save(
+                TokenRecord(
+                    group: AppGroup(group), token: StreamJWT(parsing: TestJWT().token(expiringIn: 3600)),
+                    generation: 1, changedAt: Date()))
+        }
+        try damage(fixture.stateDirectory)
+        // No credential: the key file is the key.
+        let daemon = try fixture.start(["CREDENTIALS_DIRECTORY": fixture.root.appending("no-credentials")])
+        return (fixture, daemon)
+    }
+
+    /// One flipped bit in the key, a deleted key, a FIFO in the key's place, or a record others can read: the
+    /// daemon refuses to start, says why and names the file, and keeps every file as it was.
+    @Test(
+        .timeLimit(.minutes(1)),
+        arguments: [
+            ("flipped", "not one of the 2 token records", "store.key"),
+            ("deleted", "is missing, but", "store.key"),
+            ("fifo", "not a regular file", "store.key"),
+            ("open record", "has mode 0644", "news.token"),
+        ])
+    func aBadKeyOrRecordStopsTheStartAndLosesNothing(damage: String, reason: String, file: String) throws {
+        let (fixture, daemon) = try startOnDamagedKeyFileStore { directory in
+            let key = directory + "/store.key"
+            switch damage {
+            case "flipped":
+                var bytes = try Data(contentsOf: URL(fileURLWithPath: key))
+                bytes[0] ^= 0x01
+                try bytes.write(to: URL(fileURLWithPath: key))
+            case "deleted":
+                unlink(key)
+            case "fifo":
+                unlink(key)
+                mkfifo(key, 0o600)
+            default:
+                chmod(directory + "/news.token", 0o644)
+            }
+        }
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { !daemon.isRunning })
+        #expect(daemon.stop() == 1)
+        #expect(daemon.output.contains("critical: Cannot start"), "\(daemon.output)")
+        #expect(daemon.output.contains(reason), "\(daemon.output)")
+        #expect(daemon.output.contains(fixture.stateDirectory + "/" + file), "\(daemon.output)")
+        #expect(fixture.notify.receive(timeout: .milliseconds(100)) == nil)
+        let files = try FileManager.default.contentsOfDirectory(atPath: fixture.stateDirectory).sorted()
+        let expected = damage == "deleted" ? ["news.token", "shop.token"] : ["news.token", "shop.token", "store.key"]
+        #expect(files == expected)
     }
 
     @Test func userModeCreatesItsStateDirectoryUnderHome() throws {

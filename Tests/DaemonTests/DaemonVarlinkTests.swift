@@ -106,6 +106,46 @@ struct DaemonVarlinkTests {
         #expect(daemon.isRunning)
     }
 
+    /// A number out of its parameter's range names that parameter, and a parameter the method does not take is
+    /// refused naming it; nothing is changed, and the connection goes on.
+    @Test func parametersOutOfRangeOrUnknownAreNamed() throws {
+        let daemon = try DaemonUnderTest()
+        let client = try UnixClient(path: daemon.socketPath)
+        defer { client.close() }
+        func invalid(_ name: String) -> String {
+            #"{"error":"org.varlink.service.InvalidParameter","parameters":{"parameter":"\#(name)"}}"#
+        }
+        let token = TestJWT().token(expiringIn: 3600)
+        let cases: [(call: String, parameter: String)] = [
+            (
+                #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"shop","generation":-1}}"#,
+                "generation"
+            ),
+            (
+                #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"shop","generation":18446744073709551616}}"#,
+                "generation"
+            ),
+            (
+                #"{"method":"com.exponea.Auth.WaitForToken","parameters":{"group":"shop","after":0,"timeoutMs":1e400}}"#,
+                "timeoutMs"
+            ),
+            (
+                #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)","ttl":1}}"#,
+                "ttl"
+            ),
+            (#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"shop","groups":["x"]}}"#, "groups"),
+            (#"{"method":"com.exponea.Auth.ListGroups","parameters":{"all":true}}"#, "all"),
+            (#"{"method":"org.varlink.service.GetInfo","parameters":{"verbose":true}}"#, "verbose"),
+        ]
+        for (call, parameter) in cases {
+            #expect(try client.exchange(call) == invalid(parameter), "\(call)")
+        }
+        // The SetToken with an unknown parameter stored nothing.
+        #expect(
+            try client.exchange(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"shop"}}"#)
+                == #"{"parameters":{"generation":0}}"#)
+    }
+
     @Test func everyKindOfMalformedTokenIsRefusedWithWhatIsWrongAndNothingIsStored() throws {
         let fixture = try DaemonStartupTests.Fixture()
         let daemon = try fixture.start()

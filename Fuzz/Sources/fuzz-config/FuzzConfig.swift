@@ -12,7 +12,6 @@ import FuzzSupport
 struct FakeUsers: UserDatabase {
     func uid(ofUser name: String) -> UInt32? { ["root": 0, "shop-app": 1001, "widget": 1002][name] }
     func gid(ofGroup name: String) -> UInt32? { ["root": 0, "shop-apps": 2001][name] }
-    func groups(ofUID uid: UInt32) -> Set<UInt32> { [uid] }
 }
 
 /// What a policy or its error says, to compare two readings.
@@ -59,13 +58,15 @@ func read(_ files: [(name: String, text: String)], lines: Int) -> Reading {
             names.contains(String(place[0])) && line.map { (1...lines).contains($0) } == true,
             "a warning does not say where: \(warning)")
     }
-    let users = FakeUsers()
     for (group, rule) in policy.rules {
         for uid in rule.uids where uid != 0 {
-            invariant(policy.allows(uid: uid, gid: uid, group: group, users: users), "a listed user is refused")
+            invariant(policy.allows(Caller(pid: 1, uid: uid, gid: uid), group: group), "a listed user is refused")
         }
         for gid in rule.gids {
-            invariant(policy.allows(uid: 4_000_000_000, gid: gid, group: group, users: users), "a group is refused")
+            let primary = Caller(pid: 1, uid: 4_000_000_000, gid: gid)
+            let supplementary = Caller(pid: 1, uid: 4_000_000_000, gid: 4_000_000_000, groups: [gid])
+            invariant(policy.allows(primary, group: group), "a primary group is refused")
+            invariant(policy.allows(supplementary, group: group), "a supplementary group is refused")
         }
     }
     return .rules(policy.rules, warnings: policy.warnings.count)

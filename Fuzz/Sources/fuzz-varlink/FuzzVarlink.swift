@@ -21,6 +21,12 @@ func check(_ input: [UInt8]) {
     for message in messages.messages {
         checkJSON(message)
         guard let call = try? VarlinkCall(decoding: message) else { continue }
+        let parameters = try? JSONValue(parsing: message, keepingNumbersOutOfRange: true)["parameters"]
+        if case .object(let members)? = parameters {
+            sentParameters = Set(members.keys)
+        } else {
+            sentParameters = []
+        }
         checkCall(call)
     }
 }
@@ -179,8 +185,12 @@ func checkDescription(_ call: VarlinkCall) {
     invariant(call.description == bare.description && dumped.0 == dumped.1, "a call's description shows parameters")
 }
 
-/// The parameters as `type`, or nil when the daemon would answer InvalidParameter naming one of `names` (or
-/// `parameters` itself). Decoded parameters encode and decode back to the same value.
+/// The names of the members of the `parameters` object of the call being checked.
+nonisolated(unsafe) var sentParameters: Set<String> = []
+
+/// The parameters as `type`, or nil when the daemon would answer InvalidParameter naming one of `names`, a
+/// parameter the call sent that is not one of them (`parameters` itself). A call decodes only when every
+/// parameter it sent is one of `names`. Decoded parameters encode and decode back to the same value.
 func decode<Parameters: Codable & Hashable>(_ call: VarlinkCall, _ type: Parameters.Type, _ names: Set<String>)
     -> Parameters?
 {
@@ -192,10 +202,13 @@ func decode<Parameters: Codable & Hashable>(_ call: VarlinkCall, _ type: Paramet
             invariant(false, "\(type) failed with \(error.name), not InvalidParameter")
             return nil
         }
-        invariant(names.contains(name) || name == "parameters", "\(type): InvalidParameter names '\(name)'")
+        invariant(
+            names.contains(name) || name == "parameters" || sentParameters.contains(name),
+            "\(type): InvalidParameter names '\(name)'")
         checkReply(VarlinkReplyEncoder.error(error))
         return nil
     }
+    invariant(sentParameters.isSubset(of: names), "\(type) decoded with a parameter it does not take")
     do {
         checkReply(try VarlinkReplyEncoder.reply(parameters))
         let encoded = Array(#"{"method":"fuzz.Check","parameters":"#.utf8) + Array(try JSONEncoder().encode(parameters))

@@ -3,8 +3,8 @@ import AuthCore
 import AuthTransport
 import Synchronization
 
-/// Who is calling: the peer credentials of the connection (`SO_PEERCRED`), read by the transport before any
-/// call is handled.
+/// Who is calling: the peer credentials of the connection (`SO_PEERCRED`, `SO_PEERGROUPS`), read by the
+/// transport before any call is handled.
 public typealias Caller = PeerCredentials
 
 /// Decides whether a caller may use an app group.
@@ -18,20 +18,18 @@ public final class AccessControl: Sendable {
     }
 
     private let mode: Mode
-    private let users: any UserDatabase
     private let current: Mutex<AccessPolicy>
 
     /// User mode: only `uid` may use any group.
     public init(owner uid: UInt32) {
         mode = .owner(uid)
-        users = SystemUserDatabase()
         current = Mutex(AccessPolicy())
     }
 
-    /// System mode: root, and the users and groups `policy` names.
-    public init(policy: AccessPolicy, users: any UserDatabase = SystemUserDatabase()) {
+    /// System mode: root, and the users and groups `policy` names, matched against the caller's own
+    /// credentials (see ``AccessPolicy/allows(_:group:)``).
+    public init(policy: AccessPolicy) {
         mode = .policy
-        self.users = users
         current = Mutex(policy)
     }
 
@@ -54,7 +52,7 @@ public final class AccessControl: Sendable {
             return caller.uid == uid
         case .policy:
             let policy = current.withLock { $0 }
-            return policy.allows(uid: caller.uid, gid: caller.gid, group: group, users: users)
+            return policy.allows(caller, group: group)
         }
     }
 }

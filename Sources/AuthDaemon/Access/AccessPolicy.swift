@@ -19,7 +19,9 @@ import AuthCore
 /// ```
 ///
 /// Root may use every group; anyone else only the groups whose `Users=` name them, or whose `Groups=` name a
-/// group they belong to. Sections for the same group add up, in file order.
+/// group the calling process holds (its primary or a supplementary group, as the kernel reports them for the
+/// connection). Sections for the same group add up, in file order. Names are resolved to ids when the
+/// configuration is read.
 public struct AccessPolicy: Sendable {
     /// The users and groups allowed per app group.
     public private(set) var rules: [AppGroup: Rule] = [:]
@@ -70,15 +72,15 @@ public struct AccessPolicy: Sendable {
         }
     }
 
-    /// Whether a process of `uid` (primary group `gid`) may use `group`.
-    public func allows(uid: UInt32, gid: UInt32, group: AppGroup, users: any UserDatabase = SystemUserDatabase())
-        -> Bool
-    {
-        if uid == 0 { return true }
+    /// Whether `caller` may use `group`: decided on the process's own credentials, its uid, its primary group
+    /// and the supplementary groups it holds (`SO_PEERCRED`, `SO_PEERGROUPS`), never on what the user database
+    /// says its user belongs to. A process that dropped a group (`setpriv --clear-groups`) has lost what that
+    /// group allowed, and no lookup (NSS, LDAP) runs while a call waits.
+    public func allows(_ caller: Caller, group: AppGroup) -> Bool {
+        if caller.uid == 0 { return true }
         guard let rule = rules[group] else { return false }
-        if rule.uids.contains(uid) || rule.gids.contains(gid) { return true }
-        guard !rule.gids.isEmpty else { return false }
-        return !rule.gids.isDisjoint(with: users.groups(ofUID: uid))
+        if rule.uids.contains(caller.uid) || rule.gids.contains(caller.gid) { return true }
+        return caller.groups.contains { rule.gids.contains($0) }
     }
 
     private mutating func add(_ section: ConfigurationFile.Section, file: String, users: any UserDatabase)

@@ -3,14 +3,13 @@
     import Glibc
 #endif
 
-/// Looks up users and groups: the system's (NSS: `/etc/passwd`, `/etc/group`, userdb) or a test's.
+/// Resolves the user and group names of the access configuration when it is read: the system's (NSS:
+/// `/etc/passwd`, `/etc/group`, userdb) or a test's. Never asked while a call is handled.
 public protocol UserDatabase: Sendable {
     /// The uid of a user name, or nil when there is no such user.
     func uid(ofUser name: String) -> UInt32?
     /// The gid of a group name, or nil when there is no such group.
     func gid(ofGroup name: String) -> UInt32?
-    /// The groups `uid` belongs to (primary and supplementary).
-    func groups(ofUID uid: UInt32) -> Set<UInt32>
 }
 
 /// The system's user database, through the C library (NSS).
@@ -23,21 +22,6 @@ public struct SystemUserDatabase: UserDatabase {
 
     public func gid(ofGroup name: String) -> UInt32? {
         withEntry(name, getgrnam_r, { $0.gr_gid })
-    }
-
-    public func groups(ofUID uid: UInt32) -> Set<UInt32> {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16 * 1024)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
-        else { return [] }
-        var count: Int32 = 64
-        var list = [gid_t](repeating: 0, count: Int(count))
-        if getgrouplist(name, entry.pw_gid, &list, &count) < 0 {
-            list = [gid_t](repeating: 0, count: Int(count))
-            guard getgrouplist(name, entry.pw_gid, &list, &count) >= 0 else { return [entry.pw_gid] }
-        }
-        return Set(list.prefix(Int(count)))
     }
 
     private func withEntry<Entry, Value>(

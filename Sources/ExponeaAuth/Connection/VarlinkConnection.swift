@@ -11,16 +11,20 @@ final class VarlinkConnection: Sendable {
 
     private init(channel: any Channel) { self.channel = channel }
 
-    /// Connects to the socket at `path`.
+    /// Connects to the socket at `path` and checks, before anything is sent, that the process listening there
+    /// is one of `trusted`.
     ///
     /// - Throws: ``AuthClientError`` with ``AuthClientError/Code/daemonUnavailable`` when nothing listens
-    ///   there, or ``AuthClientError/Code/permissionDenied`` when the socket may not be opened.
+    ///   there, ``AuthClientError/Code/permissionDenied`` when the socket may not be opened, or
+    ///   ``AuthClientError/Code/untrustedServer`` when another user's process listens there.
     static func connect(
         to path: String,
+        trusting trusted: TrustedServer,
         on group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(AuthClientError) -> VarlinkConnection {
+        let channel: any Channel
         do {
-            let channel = try await ClientBootstrap(group: group)
+            channel = try await ClientBootstrap(group: group)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(VarlinkClientHandler())
@@ -28,7 +32,6 @@ final class VarlinkConnection: Sendable {
                 }
                 .connect(unixDomainSocketPath: path)
                 .get()
-            return VarlinkConnection(channel: channel)
         } catch let error as IOError where error.errnoCode == EACCES || error.errnoCode == EPERM {
             throw AuthClientError(
                 .permissionDenied, "Not allowed to connect to \(path): this user may not use this daemon")
@@ -40,6 +43,29 @@ final class VarlinkConnection: Sendable {
                     + "or point EXPONEA_AUTHD_SOCKET at its socket"
             )
         }
+        // Nothing has been written yet: VarlinkClientHandler writes only the calls it is given.
+        let server: PeerCredentials
+        do {
+            guard let provider = channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
+            server = try await provider.unsafeGetSocketOption(
+                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)
+            ).get()
+        } catch {
+            channel.close(promise: nil)
+            throw AuthClientError(
+                .untrustedServer,
+                "Cannot read who serves \(path) (\(Self.reason(error))); nothing was sent to it")
+        }
+        guard trusted.uids.contains(server.uid) else {
+            channel.close(promise: nil)
+            throw AuthClientError(
+                .untrustedServer,
+                "The process serving \(path) runs as uid \(server.uid), not as \(trusted.expected): it is not "
+                    + "exponea-authd and may be trying to intercept tokens, so nothing was sent to it. Ask the "
+                    + "administrator to remove \(path), or point EXPONEA_AUTHD_SOCKET at the daemon's socket"
+            )
+        }
+        return VarlinkConnection(channel: channel)
     }
 
     /// Whether the connection is still open.

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Who a client accepts at the other end of the daemon's socket, checked with `SO_PEERCRED` as soon as the
+/// connection is made and before anything is sent on it.
+///
+/// A socket path alone proves nothing: under `/tmp` another user can create the directory first and listen
+/// there, to be handed the tokens that `SetToken` sends and to answer `GetToken` with a token of his own.
+/// The kernel's credentials of the listening process cannot be forged, so the client accepts:
+///
+/// | socket | accepted server uids |
+/// | --- | --- |
+/// | the system daemon's, `/run/exponea-authd/io.socket` | root (socket activation: PID 1 listens) and the system user `exponea-authd` |
+/// | the user daemon's (`$XDG_RUNTIME_DIR`, or the `/tmp` fallback) | this user and root |
+/// | one given explicitly (`socketPath:`, `$EXPONEA_AUTHD_SOCKET`, `authctl --socket`) | this user, root and `exponea-authd` |
+struct TrustedServer: Hashable, Sendable {
+    /// The uids accepted.
+    var uids: Set<UInt32>
+    /// What the uids are, for the message when the server is none of them.
+    var expected: String
+
+    /// The system daemon's user, as `systemd/exponea-authd.sysusers` creates it.
+    static let systemUserName = "exponea-authd"
+
+    /// For the system daemon's socket.
+    static var systemDaemon: TrustedServer {
+        var uids: Set<UInt32> = [0]
+        var expected = "root"
+        if let uid = systemUserID {
+            uids.insert(uid)
+            expected += " or \(systemUserName) (uid \(uid))"
+        }
+        return TrustedServer(uids: uids, expected: expected)
+    }
+
+    /// For the user daemon's socket: this user's (effective uid) or root's.
+    static var userDaemon: TrustedServer {
+        let uid = geteuid()
+        return TrustedServer(uids: [0, uid], expected: "this user (uid \(uid)) or root")
+    }
+
+    /// For a socket given explicitly, which may be either daemon's.
+    static var eitherDaemon: TrustedServer {
+        let system = systemDaemon
+        let user = geteuid()
+        return TrustedServer(
+            uids: system.uids.union([user]), expected: "this user (uid \(user)), " + system.expected)
+    }
+
+    /// The uid of ``systemUserName``, looked up once per process; nil when there is no such user.
+    private static let systemUserID: UInt32? = {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16 * 1024)
+        guard getpwnam_r(systemUserName, &entry, &buffer, buffer.count, &result) == 0, result != nil else {
+            return nil
+        }
+        return entry.pw_uid
+    }()
+}
+
+/// `struct ucred` of `<sys/socket.h>`, which Swift's Glibc module hides behind `_GNU_SOURCE`: same fields,
+/// same layout.
+struct PeerCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}

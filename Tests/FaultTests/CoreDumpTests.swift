@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthTestKit
+import Foundation
+import Testing
+
+/// The daemon and authctl hold tokens in memory: they make themselves non-dumpable (`PR_SET_DUMPABLE` 0) at
+/// start, so no core dump holds a token whatever `ulimit -c` says, and no other process of the same user may
+/// ptrace them or read their memory.
+///
+/// The kernel shows it without a core dump: the files of a non-dumpable process in /proc/PID belong to root
+/// (proc(5)). So each program runs as an ordinary user, and its /proc/PID/status must then belong to root.
+@Suite("Fault: no token in a core dump")
+struct CoreDumpTests {
+    static let user: UInt32 = 4247
+
+    /// The owner of /proc/`pid`/status.
+    static func procOwner(_ pid: Int32) -> UInt32? {
+        var info = stat()
+        return stat("/proc/\(pid)/status", &info) == 0 ? info.st_uid : nil
+    }
+
+    /// Whether `pid` runs authctl (and no longer setpriv).
+    static func isAuthctl(_ pid: Int32) -> Bool {
+        (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.hasPrefix("authctl") == true
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to run the programs as another user"))
+    func theDaemonAndAuthctlAreNotDumpable() throws {
+        let home = try TemporaryDirectory(prefix: "authd-dump")
+        defer { home.remove() }
+        #expect(chown(home.path, Self.user, Self.user) == 0)  // mode 0700, as user mode asks
+        let socket = home.appending("io.socket")
+        let setpriv = ["--reuid=\(Self.user)", "--regid=\(Self.user)", "--clear-groups"]
+        let environment = [
+            "PATH": "/usr/bin:/bin", "HOME": home.path, "EXPONEA_AUTHD_SOCKET": socket,
+            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent",
+        ]
+        let daemon = try BackgroundProcess(
+            "/usr/bin/setpriv",
+            setpriv + [
+                try BuildProducts.executable("exponea-authd"), "--user", "--log-target", "console", "--socket", socket,
+            ],
+            environment: environment)
+        defer { daemon.stop(signal: SIGTERM) }
+        #expect(BackgroundProcess.waitUntil { (try? UnixClient(path: socket))?.close() != nil }, "\(daemon.output)")
+
+        // A token in the daemon's memory, set by authctl as the same user.
+        let token = TestJWT().token(expiringIn: 3600)
+        let set = try ChildProcess.run(
+            "/usr/bin/setpriv", setpriv + [try BuildProducts.executable("authctl"), "set", "shop"], input: token,
+            environment: environment)
+        #expect(set.status == 0, "\(set.standardError)")
+        #expect(Self.procOwner(daemon.pid) == 0)
+
+        // authctl, while it runs (watch runs until stopped), with the token read from the daemon.
+        let watch = try BackgroundProcess(
+            "/usr/bin/setpriv", setpriv + [try BuildProducts.executable("authctl"), "watch", "shop"],
+            environment: environment)
+        defer { watch.stop() }
+        // setpriv is root's until it execs authctl: wait for authctl itself, which disables dumps first thing.
+        #expect(BackgroundProcess.waitUntil { Self.procOwner(watch.pid) == 0 && Self.isAuthctl(watch.pid) })
+        #expect(watch.isRunning, "\(watch.output)")
+
+        // The control: the same user's ordinary program is its own in /proc.
+        let sleeper = try BackgroundProcess(
+            "/usr/bin/setpriv", setpriv + ["/bin/sleep", "30"], environment: environment)
+        defer { sleeper.stop() }
+        #expect(BackgroundProcess.waitUntil { Self.procOwner(sleeper.pid) == Self.user })
+    }
+}
