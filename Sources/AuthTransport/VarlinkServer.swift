@@ -95,13 +95,12 @@ public final class VarlinkServer: Sendable {
         let backoff = TimeAmount.nanoseconds(Int64(configuration.acceptBackoff / .nanoseconds(1)))
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
-            // The future-based bind adds no accept back-off: at the open file limit accept(2) fails at once, the
-            // socket stays readable, and the loop would spin.
+            // At the open file limit accept(2) fails at once and the socket stays readable: without a back-off the
+            // loop would spin.
             .serverChannelInitializer { [logger, throttle] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers(
-                        AcceptBackoffHandler(shouldForwardIOErrorCaught: true) { _ in backoff },
-                        AcceptFailureLogger(backoff: backoff, logger: logger, throttle: throttle)
+                    try channel.pipeline.syncOperations.addHandler(
+                        AcceptBackoff(backoff: backoff, logger: logger, throttle: throttle)
                     )
                 }
             }
@@ -294,13 +293,20 @@ public final class VarlinkServer: Sendable {
     }
 }
 
-/// Logs, once per interval, that accept(2) failed (at the open file limit, say) and when the server tries again.
-private final class AcceptFailureLogger: ChannelInboundHandler {
+/// Stops accepting for a moment when accept(2) fails for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM),
+/// and logs it once per interval.
+///
+/// NIO's `AcceptBackoffHandler` does not help here: after a failed accept the server channel still has a read
+/// pending, so NIO never asks the handler for the next read and polls the listening socket, which stays
+/// readable, at once again: the loop spins. Turning auto-read off takes the socket out of the poll set; it goes
+/// back in after the back-off, and the clients that waited in the listening queue are accepted then.
+private final class AcceptBackoff: ChannelInboundHandler {
     typealias InboundIn = Any
 
     private let backoff: TimeAmount
     private let logger: Logger
     private let throttle: LogThrottle
+    private var pausing = false
 
     init(backoff: TimeAmount, logger: Logger, throttle: LogThrottle) {
         self.backoff = backoff
@@ -308,21 +314,28 @@ private final class AcceptFailureLogger: ChannelInboundHandler {
         self.throttle = throttle
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard error is IOError else {
+        guard let failure = error as? IOError, [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(failure.errnoCode) else {
             context.fireErrorCaught(error)
             return
         }
         if let count = throttle.admit("accept", uid: getuid()) {
             logger.warning(
                 """
-                Cannot accept connections: \(error); trying again every \(backoff.nanoseconds / 1_000_000) ms \
+                Cannot accept connections: \(failure); trying again every \(backoff.nanoseconds / 1_000_000) ms \
                 (raise LimitNOFILE= or lower --max-connections)\(LogThrottle.suffix(count))
                 """,
                 metadata: ["authd.count": "\(count)"]
             )
+        }
+        guard !pausing else { return }
+        pausing = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        let channel = context.channel
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: backoff) {
+            handler.value.pausing = false
+            try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
         }
     }
 }

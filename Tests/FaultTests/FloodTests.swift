@@ -178,7 +178,7 @@ struct FloodTests {
                 daemon.output.contains("Cannot accept connections")
             }, "\(daemon.output.suffix(2000))")
 
-        // The daemon is not spinning: it used well under half a CPU over a second.
+        // The daemon is not spinning: it used under a fifth of a CPU over a second.
         let cpuBefore = try Self.cpuTicks(of: pid)
         let window = ContinuousClock.now
         usleep(1_000_000)  // a measuring window, not an ordering
@@ -186,7 +186,7 @@ struct FloodTests {
         let used = Double(try Self.cpuTicks(of: pid) - cpuBefore) / Double(sysconf(Int32(_SC_CLK_TCK)))
         let share = used / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
         print("Flood, at the open file limit: the daemon used \(Int(share * 100)) % of a CPU")
-        #expect(share < 0.5, "the daemon spins at the open file limit: \(Int(share * 100)) % of a CPU")
+        #expect(share < 0.2, "the daemon spins at the open file limit: \(Int(share * 100)) % of a CPU")
         let lines = daemon.output.split(separator: "\n").filter { $0.contains("Cannot accept connections") }.count
         #expect(lines <= 2, "\(lines) lines about accept(2)")
 
