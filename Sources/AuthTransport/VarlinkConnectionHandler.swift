@@ -11,9 +11,9 @@ struct ConnectionLimits: Sendable {
     /// Calls read and not yet finished (one-way calls included) at which the connection stops reading.
     var maximumCallsInFlight = 16
     /// Bytes of those calls at which the connection stops reading; one call is always let through.
-    var maximumBytesInFlight = 64 * 1024
+    var maximumBytesInFlight = 16 * 1024
     /// Unsent output at which the connection stops reading; past four times this much, it is closed.
-    var maximumPendingOutput = 64 * 1024
+    var maximumPendingOutput = 16 * 1024
     /// How long a connection may stay open with no call in flight and no whole message received.
     var idleTimeout: TimeAmount = .seconds(300)
     /// How long a message may take to arrive whole, once its first byte has come.

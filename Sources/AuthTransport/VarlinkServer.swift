@@ -47,10 +47,10 @@ public final class VarlinkServer: Sendable {
         /// stops reading until half are done.
         public var maximumCallsInFlight = 16
         /// Bytes of such calls at which a connection stops reading (one call is always let through).
-        public var maximumBytesInFlight = 64 * 1024
+        public var maximumBytesInFlight = 16 * 1024
         /// Unsent output at which a connection stops reading; a connection whose unsent output passes four times
         /// this much (a subscriber that does not read its events) is closed.
-        public var maximumPendingOutput = 64 * 1024
+        public var maximumPendingOutput = 16 * 1024
         /// How long a connection may stay open with no call in flight and no whole message received: only a
         /// whole message counts, not a byte.
         public var idleTimeout: Duration = .seconds(300)
@@ -108,12 +108,12 @@ public final class VarlinkServer: Sendable {
                 ChannelOptions.writeBufferWaterMark,
                 value: .init(low: configuration.maximumPendingOutput / 2, high: configuration.maximumPendingOutput)
             )
-            // One read of at most 16 KiB per wake-up: a connection that stops reading at its bound holds little
+            // One read of at most 8 KiB per wake-up: a connection that stops reading at its bound holds little
             // more than that in its decoder.
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .childChannelOption(
                 ChannelOptions.recvAllocator,
-                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 16 * 1024)
+                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 8 * 1024)
             )
             // A client may write its calls and shut down its side (`printf … | socat`): it still gets its replies.
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
