@@ -9,14 +9,14 @@ struct AuthdBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authd-bench",
         abstract: "Measure exponea-authd beside the floor of a raw Unix-socket ping-pong, in one run.",
-        subcommands: [Run.self, FloorServer.self],
+        subcommands: [Run.self, FloorServer.self, FloodClient.self, LatencyProbe.self],
         defaultSubcommand: Run.self
     )
 }
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, throughput, fanout, bus, scale, durability
+    case latency, throughput, fanout, bus, scale, durability, flood
 }
 
 struct Run: ParsableCommand {
@@ -71,6 +71,7 @@ struct Run: ParsableCommand {
             case .bus: try BusFanOutBenchmark(settings).run(report)
             case .scale: try ScaleBenchmark(settings).run(report)
             case .durability: try DurabilityBenchmark(settings).run(report)
+            case .flood: try FloodBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)
