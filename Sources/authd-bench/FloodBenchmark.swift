@@ -22,32 +22,39 @@ struct FloodBenchmark {
             report.add(.init(measure: "Flood benchmarks", value: "skipped (needs root)"))
             return
         }
-        let daemon = try settings.newDaemon("flood")
-        let config = daemon.directory + "/etc"
-        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
-        try """
-        [AppGroup]
-        Name=shop
-        Users=\(Self.alice)
-
-        [AppGroup]
-        Name=bobs
-        Users=\(Self.bob)
-        """.write(toFile: config + "/authd.conf", atomically: true, encoding: .utf8)
-        // Other users reach the socket through the folders above it.
-        for path in [settings.scratch.memory, daemon.directory] { chmod(path, 0o755) }
-        try daemon.start(arguments: ["--config-directory", config], system: true)
-        defer { daemon.stop() }
-        let token = BenchToken.make(exp: Int(Date().timeIntervalSince1970) + 3600, customer: 1)
-        let root = try UnixStream(connectingTo: daemon.socketPath)
-        for group in ["shop", "bobs"] {
-            try root.send(Requests.setToken(group, token))
-            _ = try root.receive()
-        }
-        for _ in 0..<1000 { try root.call(Requests.getToken("bobs")) }
         let executable = try FloodClient.executable()
+        // A fresh daemon for each flood: what one flood left allocated does not count against the next.
+        var runs = 0
+        func freshDaemon() throws -> DaemonProcess {
+            runs += 1
+            let daemon = try settings.newDaemon("flood-\(runs)")
+            let config = daemon.directory + "/etc"
+            try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+            try """
+            [AppGroup]
+            Name=shop
+            Users=\(Self.alice)
+
+            [AppGroup]
+            Name=bobs
+            Users=\(Self.bob)
+            """.write(toFile: config + "/authd.conf", atomically: true, encoding: .utf8)
+            // Other users reach the socket through the folders above it.
+            for path in [settings.scratch.memory, daemon.directory] { chmod(path, 0o755) }
+            try daemon.start(arguments: ["--config-directory", config], system: true)
+            let token = BenchToken.make(exp: Int(Date().timeIntervalSince1970) + 3600, customer: 1)
+            let root = try UnixStream(connectingTo: daemon.socketPath)
+            for group in ["shop", "bobs"] {
+                try root.send(Requests.setToken(group, token))
+                _ = try root.receive()
+            }
+            for _ in 0..<1000 { try root.call(Requests.getToken("bobs")) }
+            return daemon
+        }
 
         func peakGrowth(_ what: String, _ plan: FloodClient.Plan) throws {
+            let daemon = try freshDaemon()
+            defer { daemon.stop() }
             let idle = daemon.resetPeak()
             let flood = try FloodClient.spawn(executable, uid: Self.bob, socket: daemon.socketPath, plan: plan)
             defer { FloodClient.stop(flood) }
@@ -80,6 +87,8 @@ struct FloodBenchmark {
                 quota: 1 << 20))
 
         // alice alone, then beside bob at his share of connections, each flooding one-way calls.
+        let daemon = try freshDaemon()
+        defer { daemon.stop() }
         let count = settings.pick(full: 20_000, brief: 2_000)
         let alone = try LatencyProbe.measure(executable, uid: Self.alice, socket: daemon.socketPath, count: count)
         let idle = daemon.resetPeak()
