@@ -224,7 +224,14 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthTransportTests",
-            dependencies: ["AuthProtocol", "AuthTestKit", "AuthTransport"]
+            dependencies: [
+                "AuthProtocol",
+                "AuthTestKit",
+                "AuthTransport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "AuthStoreTests",

@@ -46,6 +46,8 @@ public struct Daemon: Sendable {
 
     /// How many clients may be connected at once; one more is closed at once.
     public let maximumConnections: Int
+    /// How many clients one user (other than root and the daemon's own) may have connected at once.
+    public let maximumConnectionsPerUser: Int
 
     private let timer: WallClockTimer
     private let notifier: ServiceNotifier
@@ -60,6 +62,8 @@ public struct Daemon: Sendable {
     public static let defaultMaximumConnections = 4096
     /// The bounds `--max-connections` accepts.
     public static let connectionLimitRange = 1...1_048_576
+    /// The default bound on one user's connected clients (`--max-connections-per-user`).
+    public static let defaultMaximumConnectionsPerUser = 256
     /// Descriptors the daemon needs besides its clients' (the store, the listening socket, the bus, the timers,
     /// the event loops), for the check of the open file limit against the connection bound.
     public static let reservedDescriptors = 64
@@ -76,11 +80,13 @@ public struct Daemon: Sendable {
         flushTimeout: Duration = .seconds(2),
         refreshLease: TimeInterval = AuthService.defaultRefreshLease,
         maximumConnections: Int = defaultMaximumConnections,
+        maximumConnectionsPerUser: Int = defaultMaximumConnectionsPerUser,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
         self.mode = mode
         self.maximumConnections = maximumConnections
+        self.maximumConnectionsPerUser = maximumConnectionsPerUser
         self.paths = paths
         self.configurationDirectory = configurationDirectory
         self.notifier = notifier
@@ -340,6 +346,7 @@ public struct Daemon: Sendable {
     private func configuration(listen: VarlinkServer.Listen) -> VarlinkServer.Configuration {
         var configuration = VarlinkServer.Configuration(listen: listen)
         configuration.maximumConnections = maximumConnections
+        configuration.maximumConnectionsPerUser = maximumConnectionsPerUser
         return configuration
     }
 

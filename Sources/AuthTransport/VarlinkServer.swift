@@ -9,8 +9,15 @@ import Synchronization
     import Glibc
 #endif
 
-/// Serves Varlink on a Unix stream socket: accepts connections (bounded), reads each peer's credentials,
-/// and runs each connection's calls in order through a ``VarlinkCallHandler``.
+/// Serves Varlink on a Unix stream socket: accepts connections (bounded in all and per user), reads each peer's
+/// credentials, and runs each connection's calls in order through a ``VarlinkCallHandler``.
+///
+/// What one user can make the server hold is bounded: its connections (``Configuration/maximumConnectionsPerUser``),
+/// and on each connection the calls in flight (``Configuration/maximumCallsInFlight``, one-way calls included),
+/// the bytes buffered and the unsent output (``Configuration/maximumPendingOutput``); at its bound a connection
+/// stops reading until half of it is done. Refusals and closings are logged once per kind and user per
+/// ``LogThrottle/defaultInterval``, with a count. At the open file limit the server stops accepting for a
+/// moment (``Configuration/acceptBackoff``) instead of retrying at once.
 ///
 /// ```swift
 /// let server = VarlinkServer(configuration: .init(listen: .path("/run/exponea-authd/io.socket", mode: 0o666)),
@@ -33,10 +40,25 @@ public final class VarlinkServer: Sendable {
         public var maximumMessageSize = VarlinkFrameDecoder.defaultMaximumMessageSize
         /// Connections beyond this are closed at once.
         public var maximumConnections = 1024
-        /// Unsent output beyond which a connection that does not read is closed.
-        public var maximumPendingOutput = 1024 * 1024
-        /// How long a connection may stay open with no call in flight and nothing received.
+        /// The connections one user may hold, except root and the server's own user. Other users together may
+        /// hold all but a sixteenth of ``maximumConnections``: that reserve is for root and the server's user.
+        public var maximumConnectionsPerUser = 256
+        /// Calls a connection may have read and not yet answered (one-way calls included); at this many it
+        /// stops reading until half are done.
+        public var maximumCallsInFlight = 16
+        /// Bytes of such calls at which a connection stops reading (one call is always let through).
+        public var maximumBytesInFlight = 16 * 1024
+        /// Unsent output at which a connection stops reading; a connection whose unsent output passes four times
+        /// this much (a subscriber that does not read its events) is closed.
+        public var maximumPendingOutput = 16 * 1024
+        /// How long a connection may stay open with no call in flight and no whole message received: only a
+        /// whole message counts, not a byte.
         public var idleTimeout: Duration = .seconds(300)
+        /// How long a message may take to arrive whole once its first byte has come.
+        public var messageTimeout: Duration = .seconds(10)
+        /// How long the server stops accepting when accept(2) fails for want of resources (EMFILE, ENFILE,
+        /// ENOBUFS, ENOMEM): the waiting clients stay queued and are accepted once descriptors are free.
+        public var acceptBackoff: Duration = .milliseconds(250)
 
         public init(listen: Listen) { self.listen = listen }
     }
@@ -45,6 +67,8 @@ public final class VarlinkServer: Sendable {
     private let handler: any VarlinkCallHandler
     private let logger: Logger
     private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+    private let admission: Mutex<ConnectionAdmission>
+    private let throttle = LogThrottle()
     /// Each event loop's queue of replies to write, made when the loop's first connection is accepted.
     private let pendingWrites = Mutex<[ObjectIdentifier: PendingWrites]>([:])
 
@@ -52,6 +76,12 @@ public final class VarlinkServer: Sendable {
         self.configuration = configuration
         self.handler = handler
         self.logger = logger
+        self.admission = Mutex(
+            ConnectionAdmission(
+                maximumConnections: configuration.maximumConnections,
+                maximumPerUser: configuration.maximumConnectionsPerUser,
+                privileged: [0, getuid()]
+            ))
     }
 
     /// The number of open connections.
@@ -62,11 +92,28 @@ public final class VarlinkServer: Sendable {
     /// - Parameter listening: Called once the socket accepts connections.
     /// - Throws: ``VarlinkServerError`` when the socket cannot be bound or adopted.
     public func run(listening: @Sendable () -> Void = {}) async throws {
+        let backoff = TimeAmount.nanoseconds(Int64(configuration.acceptBackoff / .nanoseconds(1)))
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
+            // At the open file limit accept(2) fails at once and the socket stays readable: without a back-off the
+            // loop would spin.
+            .serverChannelInitializer { [logger, throttle] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        AcceptBackoff(backoff: backoff, logger: logger, throttle: throttle)
+                    )
+                }
+            }
             .childChannelOption(
                 ChannelOptions.writeBufferWaterMark,
                 value: .init(low: configuration.maximumPendingOutput / 2, high: configuration.maximumPendingOutput)
+            )
+            // One read of at most 8 KiB per wake-up: a connection that stops reading at its bound holds little
+            // more than that in its decoder.
+            .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            .childChannelOption(
+                ChannelOptions.recvAllocator,
+                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 8 * 1024)
             )
             // A client may write its calls and shut down its side (`printf … | socat`): it still gets its replies.
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
@@ -102,30 +149,23 @@ public final class VarlinkServer: Sendable {
     }
 
     private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let admitted = connections.withLock { open in
-            guard open.count < configuration.maximumConnections else { return false }
-            open[ObjectIdentifier(channel)] = channel
-            return true
-        }
-        guard admitted else {
-            logger.warning("Refusing a connection: \(configuration.maximumConnections) are open")
-            return channel.close()
-        }
-        channel.closeFuture.whenComplete { [self] _ in
-            _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
-        }
         return PeerCredentials.read(from: channel).flatMap { [self] peer in
-            let (messages, continuation) = AsyncStream.makeStream(of: VarlinkCall?.self)
-            let activity = ConnectionActivity()
+            guard admit(channel, of: peer) else { return channel.close() }
+            let (messages, continuation) = AsyncStream.makeStream(of: InboundCall.self)
+            let activity = ConnectionActivity(
+                maximumCalls: configuration.maximumCallsInFlight,
+                maximumBytes: configuration.maximumBytesInFlight
+            )
             let replies = VarlinkReplies(
                 channel: channel, activity: activity, writes: pendingWrites(on: channel.eventLoop))
             let connection = VarlinkConnectionHandler(
-                maximumMessageSize: configuration.maximumMessageSize,
+                limits: limits,
                 peer: peer,
                 messages: continuation,
                 handler: handler,
                 activity: activity,
-                logger: logger
+                logger: logger,
+                throttle: throttle
             )
             let identity = VarlinkConnectionID.next()
             let calls = Task { [handler] in
@@ -137,14 +177,50 @@ public final class VarlinkServer: Sendable {
                 await handler.connectionClosed(identity)
             }
             channel.closeFuture.whenComplete { _ in calls.cancel() }
-            let idleNanoseconds = Int64(configuration.idleTimeout / .nanoseconds(1))
-            // On the channel's event loop (the credentials future completes there): the handlers are added
-            // synchronously, so IdleStateHandler, which is not Sendable, never crosses threads.
+            // On the channel's event loop (the credentials future completes there): the handler is added
+            // synchronously and never crosses threads.
             return channel.eventLoop.makeCompletedFuture {
-                let idle = IdleStateHandler(allTimeout: TimeAmount.nanoseconds(idleNanoseconds))
-                try channel.pipeline.syncOperations.addHandlers(idle, connection)
+                try channel.pipeline.syncOperations.addHandler(connection)
             }
         }
+    }
+
+    /// Counts `channel` against the bounds, or logs (throttled) why it is refused.
+    private func admit(_ channel: any Channel, of peer: PeerCredentials) -> Bool {
+        let refusal = admission.withLock { $0.admit(peer.uid) }
+        guard let refusal else {
+            connections.withLock { $0[ObjectIdentifier(channel)] = channel }
+            channel.closeFuture.whenComplete { [self] _ in
+                _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+                admission.withLock { $0.release(peer.uid) }
+            }
+            return true
+        }
+        let (kind, reason) =
+            switch refusal {
+            case .serverFull(let limit): ("server-full", "\(limit) are open (--max-connections)")
+            case .userFull(let limit):
+                ("user-full", "uid \(peer.uid) has \(limit) open (--max-connections-per-user)")
+            }
+        if let count = throttle.admit(kind, uid: peer.uid) {
+            logger.warning(
+                "Refusing a connection: \(reason)\(LogThrottle.suffix(count))",
+                metadata: ["authd.uid": "\(peer.uid)", "authd.pid": "\(peer.pid)", "authd.count": "\(count)"]
+            )
+        }
+        return false
+    }
+
+    /// The bounds of each connection.
+    private var limits: ConnectionLimits {
+        ConnectionLimits(
+            maximumMessageSize: configuration.maximumMessageSize,
+            maximumCallsInFlight: configuration.maximumCallsInFlight,
+            maximumBytesInFlight: configuration.maximumBytesInFlight,
+            maximumPendingOutput: configuration.maximumPendingOutput,
+            idleTimeout: .nanoseconds(Int64(configuration.idleTimeout / .nanoseconds(1))),
+            messageTimeout: .nanoseconds(Int64(configuration.messageTimeout / .nanoseconds(1)))
+        )
     }
 
     /// The queue of replies to write on `loop`, shared by all of the loop's connections.
@@ -159,7 +235,7 @@ public final class VarlinkServer: Sendable {
 
     /// Runs one connection's calls in order.
     private static func serve(
-        _ messages: AsyncStream<VarlinkCall?>,
+        _ messages: AsyncStream<InboundCall>,
         from peer: PeerCredentials,
         connection: VarlinkConnectionID,
         on channel: any Channel,
@@ -172,8 +248,13 @@ public final class VarlinkServer: Sendable {
         // closed (see VarlinkConnectionHandler) instead of stalling the call forever. The loop writes what it is
         // handed in order; the connection's activity counts the replies not yet written, so a reply the loop
         // gives at once (VarlinkCallHandler.answerImmediately) never overtakes one handed over here.
-        for await call in messages {
-            defer { activity.finished() }
+        for await inbound in messages {
+            defer { activity.finished(size: inbound.size) }
+            let call: VarlinkCall? =
+                switch inbound {
+                case .decoded(let call, _): call
+                case .message(let bytes): try? VarlinkCall(decoding: bytes)
+                }
             guard let call else {
                 // The framing is intact, so the connection can go on.
                 try? replies.send(VarlinkReplyEncoder.error(.invalidParameter("method")))
@@ -210,6 +291,53 @@ public final class VarlinkServer: Sendable {
             throw VarlinkServerError(message: "another process is serving \(path); is exponea-authd already running?")
         }
         unlink(path)
+    }
+}
+
+/// Stops accepting for a moment when accept(2) fails for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM),
+/// and logs it once per interval.
+///
+/// NIO's `AcceptBackoffHandler` does not help here: after a failed accept the server channel still has a read
+/// pending, so NIO never asks the handler for the next read and polls the listening socket, which stays
+/// readable, at once again: the loop spins. Turning auto-read off takes the socket out of the poll set; it goes
+/// back in after the back-off, and the clients that waited in the listening queue are accepted then.
+private final class AcceptBackoff: ChannelInboundHandler {
+    typealias InboundIn = Any
+
+    private let backoff: TimeAmount
+    private let logger: Logger
+    private let throttle: LogThrottle
+    private var pausing = false
+
+    init(backoff: TimeAmount, logger: Logger, throttle: LogThrottle) {
+        self.backoff = backoff
+        self.logger = logger
+        self.throttle = throttle
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let failure = error as? IOError, [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(failure.errnoCode) else {
+            context.fireErrorCaught(error)
+            return
+        }
+        if let count = throttle.admit("accept", uid: getuid()) {
+            logger.warning(
+                """
+                Cannot accept connections: \(failure); trying again every \(backoff.nanoseconds / 1_000_000) ms \
+                (raise LimitNOFILE= or lower --max-connections)\(LogThrottle.suffix(count))
+                """,
+                metadata: ["authd.count": "\(count)"]
+            )
+        }
+        guard !pausing else { return }
+        pausing = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        let channel = context.channel
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: backoff) {
+            handler.value.pausing = false
+            try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+        }
     }
 }
 

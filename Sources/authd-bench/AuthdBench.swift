@@ -9,14 +9,14 @@ struct AuthdBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authd-bench",
         abstract: "Measure exponea-authd beside the floor of a raw Unix-socket ping-pong, in one run.",
-        subcommands: [Run.self, FloorServer.self],
+        subcommands: [Run.self, FloorServer.self, FloodClient.self, LatencyProbe.self],
         defaultSubcommand: Run.self
     )
 }
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, throughput, fanout, bus, scale, durability, agents, footprint
+    case latency, throughput, fanout, bus, scale, durability, agents, footprint, flood
 }
 
 struct Run: ParsableCommand {
@@ -73,6 +73,7 @@ struct Run: ParsableCommand {
             case .durability: try DurabilityBenchmark(settings).run(report)
             case .agents: try RefreshAgentBenchmark(settings).run(report)
             case .footprint: try FootprintBenchmark(settings).run(report)
+            case .flood: try FloodBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)

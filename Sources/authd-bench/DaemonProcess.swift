@@ -42,18 +42,24 @@ final class DaemonProcess {
     }
 
     /// Starts the daemon and waits for `READY=1`; returns how long that took.
+    ///
+    /// - Parameter system: In system mode (give `--config-directory` in `arguments`), its socket open to other
+    ///   users; in user mode otherwise.
     @discardableResult
-    func start(busAddress: String? = nil, arguments: [String] = []) throws -> Duration {
+    func start(busAddress: String? = nil, arguments: [String] = [], system: Bool = false) throws -> Duration {
         let notify = try NotificationSocket(path: directory + "/notify")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments =
-            ["--user", "--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath]
+            (system ? [] : ["--user"]) + [
+                "--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath,
+            ]
             + arguments
         process.environment = [
             "HOME": directory, "PATH": "/usr/bin:/bin", "CREDENTIALS_DIRECTORY": credentials,
             "NOTIFY_SOCKET": notify.path,
             "DBUS_SESSION_BUS_ADDRESS": busAddress ?? "unix:path=/nonexistent",
+            "DBUS_SYSTEM_BUS_ADDRESS": busAddress ?? "unix:path=/nonexistent",
         ]
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: logPath)
@@ -82,6 +88,12 @@ final class DaemonProcess {
             return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
         }
         return (field("VmRSS"), field("VmHWM"))
+    }
+
+    /// Resets the peak (`VmHWM`) to the resident size, and returns that size in KiB.
+    func resetPeak() -> Int {
+        try? "5".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)
+        return memory.resident
     }
 
     /// Stops the daemon with SIGTERM and waits for it.

@@ -69,6 +69,15 @@ struct ExponeaAuthd: ParsableCommand {
     )
     var maxConnections: Int = Daemon.defaultMaximumConnections
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many clients one user other than root and the daemon's own may have connected at once (1-\(Daemon.connectionLimitRange.upperBound)).",
+            valueName: "count"
+        )
+    )
+    var maxConnectionsPerUser: Int = Daemon.defaultMaximumConnectionsPerUser
+
     @Option(help: "Where to log: journal, console, or auto (the journal when started by systemd).")
     var logTarget: LogTarget = .auto
 
@@ -89,6 +98,12 @@ struct ExponeaAuthd: ParsableCommand {
             let range = Daemon.connectionLimitRange
             throw ValidationError(
                 "--max-connections needs a number from \(range.lowerBound) to \(range.upperBound), not \(maxConnections)"
+            )
+        }
+        guard Daemon.connectionLimitRange.contains(maxConnectionsPerUser) else {
+            let range = Daemon.connectionLimitRange
+            throw ValidationError(
+                "--max-connections-per-user needs a number from \(range.lowerBound) to \(range.upperBound), not \(maxConnectionsPerUser)"
             )
         }
         if let socket, !socket.hasPrefix("/") || socket.utf8.count > 107 {
@@ -153,6 +168,7 @@ struct ExponeaAuthd: ParsableCommand {
                     flushTimeout: .milliseconds(Int((flushTimeout * 1000).rounded())),
                     refreshLease: refreshLease,
                     maximumConnections: maxConnections,
+                    maximumConnectionsPerUser: maxConnectionsPerUser,
                     logger: logger
                 )
             }

@@ -24,6 +24,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private let eventReplies = EncodedEventCache()
     /// The connections that were granted a refresh claim, so that only their closing goes to the service.
     private let claimants = Claimants()
+    /// One "Permission denied" line per user per interval, with a count: a flood of refused calls must not
+    /// become a flood of log lines.
+    private let deniedLog = LogThrottle()
 
     public init(service: AuthService, access: AccessControl, logger: Logger) {
         self.service = service
@@ -219,10 +222,15 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private func permitted(_ name: String, _ caller: Caller) throws(VarlinkError) -> AppGroup {
         let group = try AppGroup(wire: name)
         guard access.allows(caller, group) else {
-            logger.notice(
-                "Permission denied",
-                metadata: ["authd.group": "\(group)", "authd.uid": "\(caller.uid)", "authd.pid": "\(caller.pid)"]
-            )
+            if let count = deniedLog.admit("denied", uid: caller.uid) {
+                logger.notice(
+                    "Permission denied\(LogThrottle.suffix(count))",
+                    metadata: [
+                        "authd.group": "\(group)", "authd.uid": "\(caller.uid)", "authd.pid": "\(caller.pid)",
+                        "authd.count": "\(count)",
+                    ]
+                )
+            }
             throw .permissionDenied(group: group.name)
         }
         return group
