@@ -73,7 +73,7 @@ struct RefreshAgentBenchmark {
     /// The refresh command: counts its runs, then mints a token valid for an hour.
     private func writeCommand(in directory: String, authctl: String, runs: String) throws -> String {
         let key = directory + "/stream.key"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: key, contents: Data("bench-secret".utf8), attributes: [.posixPermissions: 0o600])
         let script = directory + "/refresh.sh"
         let text = """
@@ -82,7 +82,7 @@ struct RefreshAgentBenchmark {
             exec \(authctl) mint --secret-file \(key) --id registered=bench --ttl 3600
 
             """
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: script, contents: Data(text.utf8), attributes: [.posixPermissions: 0o755])
         return script
     }
