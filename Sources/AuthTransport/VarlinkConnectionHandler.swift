@@ -34,7 +34,9 @@ final class ConnectionActivity: Sendable {
     private let bytes = Atomic<Int>(0)
     private let queuedWrites = Atomic<Int>(0)
     private let waiting = Atomic<Bool>(false)
-    private let wake = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Held in a class: assigning a bare optional closure inside `Mutex.withLock` compiled (debug, Swift 6.3.1)
+    /// to two reabstraction thunks that called each other forever, spinning an event loop at 100% CPU.
+    private let wake = Mutex<Waker?>(nil)
     /// Calls in flight at which the connection stops reading.
     let maximumCalls: Int
     /// Bytes of calls in flight at which the connection stops reading.
@@ -46,7 +48,10 @@ final class ConnectionActivity: Sendable {
     }
 
     /// Sets what wakes the connection's event loop when there is room again.
-    func onRoom(_ body: @escaping @Sendable () -> Void) { wake.withLock { $0 = body } }
+    func onRoom(_ body: @escaping @Sendable () -> Void) {
+        let waker = Waker(body)
+        wake.withLock { $0 = waker }
+    }
 
     /// Counts a call of `size` bytes as received.
     func received(size: Int) {
@@ -61,7 +66,7 @@ final class ConnectionActivity: Sendable {
         if waiting.load(ordering: .sequentiallyConsistent), isBelowLowMark,
             waiting.exchange(false, ordering: .sequentiallyConsistent)
         {
-            wake.withLock { $0 }?()
+            wake.withLock { $0 }?.body()
         }
     }
 
@@ -96,6 +101,12 @@ final class ConnectionActivity: Sendable {
         // Room already: take the wake-up back, unless the call that made room took it and will wake the loop.
         return !waiting.exchange(false, ordering: .sequentiallyConsistent)
     }
+}
+
+/// What wakes a connection's event loop when there is room again.
+final class Waker: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }
 
 /// One call read from a connection, for the task that runs the connection's calls.
