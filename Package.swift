@@ -260,6 +260,7 @@ let package = Package(
                 "AuthDaemon",
                 "AuthStore",
                 "AuthTestKit",
+                "Systemd",
                 "exponea-authd",
                 .product(name: "Logging", package: "swift-log"),
             ],
