@@ -119,7 +119,9 @@ public final class BusConnection {
         var slot: OpaquePointer?
         // The sd-bus flag 0 asks the bus not to queue the request behind another owner.
         try Self.check(
-            sd_bus_request_name_async(bus, &slot, name, 0, { message, userdata, _ in BusCallback.handle(message, userdata) }, callback.userdata),
+            sd_bus_request_name_async(
+                bus, &slot, name, 0, { message, userdata, _ in BusCallback.handle(message, userdata) },
+                callback.userdata),
             "sd_bus_request_name_async", .busCall, "cannot ask for the bus name \(name)")
         keep(callback, slot)
     }
@@ -132,7 +134,9 @@ public final class BusConnection {
         }
         var slot: OpaquePointer?
         try Self.check(
-            sd_bus_add_filter(bus, &slot, { message, userdata, _ in BusCallback.handle(message, userdata) }, callback.userdata), "sd_bus_add_filter", .busCall,
+            sd_bus_add_filter(
+                bus, &slot, { message, userdata, _ in BusCallback.handle(message, userdata) }, callback.userdata),
+            "sd_bus_add_filter", .busCall,
             "cannot watch the bus connection")
         keep(callback, slot)
     }

@@ -31,7 +31,9 @@ public final class MainLoop {
     public init() throws(SystemdError) {
         var event: OpaquePointer?
         try Self.check(sd_event_new(&event), "sd_event_new", "cannot create the event loop")
-        guard let event else { throw SystemdError(code: .eventLoop, function: "sd_event_new", errno: ENOMEM, context: "") }
+        guard let event else {
+            throw SystemdError(code: .eventLoop, function: "sd_event_new", errno: ENOMEM, context: "")
+        }
         self.event = event
     }
 
@@ -70,7 +72,8 @@ public final class MainLoop {
         var pointer: OpaquePointer?
         try Self.check(
             sd_event_add_io(
-                event, &pointer, descriptor, UInt32(EPOLLIN.rawValue), { _, _, _, userdata in EventSource.fire(userdata) },
+                event, &pointer, descriptor, UInt32(EPOLLIN.rawValue),
+                { _, _, _, userdata in EventSource.fire(userdata) },
                 source.userdata),
             "sd_event_add_io", "cannot watch the descriptor \(descriptor)")
         return keep(source, pointer)
