@@ -217,6 +217,11 @@ public final class BusConnection {
         try Self.check(result, "sd_bus_wait", .busConnection, "cannot wait on the bus")
     }
 
+    /// Closes the connection at once, dropping what is queued (releasing it would first wait to send it).
+    public func close() {
+        sd_bus_close(bus)
+    }
+
     /// Sends everything queued.
     public func flush() throws(SystemdError) {
         try Self.check(sd_bus_flush(bus), "sd_bus_flush", .busConnection, "cannot send to the bus")

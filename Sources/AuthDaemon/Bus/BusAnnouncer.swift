@@ -123,7 +123,8 @@ public final class BusAnnouncer {
         inboxSource = nil
         retryTimer?.cancel()
         retryTimer = nil
-        try? connection?.flush()
+        // Only a connection that owns the name has anything to send; one still connecting is closed as it is.
+        if owned { try? connection?.flush() }
         dropConnection()
     }
 
@@ -222,6 +223,9 @@ public final class BusAnnouncer {
     }
 
     private func dropConnection() {
+        // A connection that does not own the name has nothing worth sending, and one that is still connecting
+        // would hold the release until the bus answers.
+        if !owned { connection?.close() }
         owned = false
         announcements.connected.store(false, ordering: .releasing)
         object?.cancel()

@@ -143,6 +143,9 @@ public final class DaemonLifecycle {
             guard let daemon, let server, !isStopping else { return }
             isReady = true
             notifier.notify(.ready, .status(status))
+            // What only the start-up ran need not stay resident.
+            let released = StartupPages.release()
+            logger.debug("Released the start-up's pages", metadata: ["authd.released_kib": "\(released)"])
             let announcements = announcer?.announcements
             let notifier = notifier
             followers.append(Task { for await event in events { announcements?.announce(event) } })
