@@ -122,7 +122,10 @@ struct FootprintBenchmark {
     /// those of file mappings written to), the file pages of its own executable, and the file pages of every
     /// other file (the shared libraries).
     static func residentParts(_ pid: Int32) -> (anonymous: Int, binary: Int, libraries: Int) {
-        guard let smaps = try? String(contentsOfFile: "/proc/\(pid)/smaps", encoding: .utf8) else { return (0, 0, 0) }
+        // Read to the end: /proc files say they are empty, and a read that trusts the size stops early.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/smaps") else { return (0, 0, 0) }
+        defer { try? handle.close() }
+        let smaps = String(decoding: (try? handle.readToEnd()) ?? Data(), as: UTF8.self)
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? ""
         var parts = (anonymous: 0, binary: 0, libraries: 0)
         var path = ""
