@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+import CMalloc
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -11,13 +13,15 @@
 /// Once the daemon is ready it unmaps the resident pages of its read-only file mappings (`madvise(2)`
 /// `MADV_DONTNEED`): they stay in the page cache, and a page a later call needs comes back on a minor fault.
 /// Only mappings that are not writable and hold no private copy (`Anonymous: 0` in `/proc/self/smaps`) are
-/// touched, so nothing written (relocations, data) is ever dropped.
+/// touched, so nothing written (relocations, data) is ever dropped. The heap's free memory goes back too
+/// (`malloc_trim`).
 enum StartupPages {
     /// Unmaps the resident pages of every read-only, unmodified file mapping of the process.
     ///
     /// - Returns: The KiB that were resident in them.
     @discardableResult
     static func release() -> Int {
+        malloc_trim(0)
         guard let smaps = read("/proc/self/smaps") else { return 0 }
         var released = 0
         var candidate: (start: UInt, end: UInt)?
