@@ -38,6 +38,14 @@ struct FootprintBenchmark {
             }
         }
 
+        // Idle means settled: the daemon's bus connection comes up on its own after READY=1 (its name request and
+        // the bus's answers would count as wake-ups in the window).
+        let announced = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < announced,
+            (try? String(contentsOfFile: daemon.logPath, encoding: .utf8))?.contains("Announcing on D-Bus") != true
+        {
+            usleep(10_000)
+        }
         let agentFolder = try settings.scratch.folder("footprint-agent")
         let agent = Process()
         agent.executableURL = URL(fileURLWithPath: "/usr/bin/ssh-agent")
@@ -62,6 +70,13 @@ struct FootprintBenchmark {
             Double(after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }) / Double(seconds)
         }
         let resident = pids.map { Double(Self.residentKiB($0)) / 1024 }
+        // Which of the daemon's threads woke, for whoever has to find out why.
+        for (task, count) in after[0].sorted(by: { $0.key < $1.key }) where count != before[0][task] {
+            let name = (try? String(contentsOfFile: "/proc/\(pids[0])/task/\(task)/comm", encoding: .utf8)) ?? "?"
+            progress(
+                "  thread \(task) (\(name.trimmingCharacters(in: .whitespacesAndNewlines))) woke \(count - (before[0][task] ?? 0)) times"
+            )
+        }
         let parts = pids.map { Self.residentParts($0) }
         let threads = pids.map { Self.threads($0) }
         let woken = zip(before, after).map { before, after in
