@@ -16,7 +16,8 @@
 //        \  |     |                               |
 //         AuthCore (pure rules: no I/O, no clock of its own)
 //
-//   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h, eventfd.h, signalfd.h), CMalloc (malloc.h),
+//   Systemd (sd-event loop, sd-bus, sd_notify, journal) -> CSystemdShim -> CSystemd (pkg-config libsystemd);
+//   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h),
 //   CConcurrencyHook (the runtime's global-executor hook); exponea-authd, authctl -> CProcessControl (prctl.h: no core dumps)
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
@@ -260,6 +261,7 @@ let package = Package(
                 "AuthDaemon",
                 "AuthStore",
                 "AuthTestKit",
+                "Systemd",
                 "exponea-authd",
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -22,13 +22,14 @@ import Systemd
 /// The exponea-authd service: every app group's token, held for the apps of the device, with the expiry
 /// timers, the access configuration and the D-Bus announcements.
 ///
+/// Its life (start-up, serving, signals, the watchdog, shutdown) is run by ``DaemonLifecycle``:
+///
 /// ```swift
-/// var signals = SignalWaiter()          // first, before any thread starts
-/// Daemon.useEventLoopsForConcurrency()  // before the first task
-/// let daemon = try Daemon.start(signals: &signals, logger: logger) {   // SIGTERM ends a start that hangs
+/// let lifecycle = try DaemonLifecycle()                 // first, before any thread starts
+/// Daemon.useEventLoopsForConcurrency()                   // before the first task
+/// try lifecycle.run(logger: logger) { () throws(DaemonError) in   // until SIGTERM or SIGINT
 ///     try Daemon(mode: .user, paths: paths, environment: environment, logger: logger)
 /// }
-/// daemon.run(signals: &signals)         // until SIGTERM or SIGINT
 /// ```
 public struct Daemon: Sendable {
     /// How the daemon runs.
@@ -49,7 +50,8 @@ public struct Daemon: Sendable {
     /// How many clients one user (other than root and the daemon's own) may have connected at once.
     public let maximumConnectionsPerUser: Int
 
-    private let timer: WallClockTimer
+    /// The wall-clock timer armed for the earliest expiry deadline.
+    let timer: WallClockTimer
     private let notifier: ServiceNotifier
     private let logger: Logger
     /// Held for the daemon's life: a second daemon on the same store refuses to start.
@@ -159,14 +161,9 @@ public struct Daemon: Sendable {
         }
     }
 
-    /// A one-line status for `systemctl status`.
-    public var status: String { status(clients: nil) }
-
-    private func status(clients: Int?) -> String {
-        runBlocking { [self] in await statusLine(clients: clients) }
-    }
-
-    private func statusLine(clients: Int?) async -> String {
+    /// The one-line status for `systemctl status`, computed by the service's actor (`clients`: nil when not
+    /// serving yet).
+    func statusLine(clients: Int?) async -> String {
         let (groups, withToken) = await service.groupCounts()
         let held = "Holding \(groups) app group\(groups == 1 ? "" : "s") (\(withToken) with a token)"
         guard let clients else { return held }
@@ -196,109 +193,8 @@ public struct Daemon: Sendable {
         }
     }
 
-    /// Runs `start` (opening the store, reading the configuration) on a thread of its own while the calling
-    /// thread waits for it beside the control signals: a SIGTERM or SIGINT during the start ends the process at
-    /// once, with exit status 0, however long the start would have taken. Nothing is half-written: every file
-    /// the start writes is written to a temporary name and renamed.
-    ///
-    /// - Returns: What `start` returned.
-    /// - Throws: What `start` threw.
-    public static func start<Value: Sendable>(
-        signals: inout SignalWaiter, logger: Logger, _ start: @escaping @Sendable () throws -> Value
-    ) throws -> Value {
-        let done = Completion<Value>()
-        DaemonThread.start(name: "authd-start") {
-            done.finish(Result { try start() })
-        }
-        while true {
-            switch signals.wait(orReadable: done.fileDescriptor, timeout: nil) {
-            case .signal(.terminate), .signal(.interrupt):
-                logger.notice("Stopped during start-up")
-                _exit(0)
-            case .signal(.hangUp), .timedOut:
-                continue  // the start reads the configuration anyway
-            case .readable:
-                if let result = done.result { return try result.get() }
-            }
-        }
-    }
-
-    /// Serves the Varlink socket (a socket systemd passed, or one it binds), starts the expiry timer and the
-    /// D-Bus announcements, tells systemd the daemon is ready, then serves until SIGTERM or SIGINT, pinging the
-    /// watchdog when systemd asked for it. SIGHUP reloads the access configuration in system mode (a bad file
-    /// keeps the old one).
-    ///
-    /// - Throws: ``DaemonError`` when the socket cannot be served.
-    public func run(signals: inout SignalWaiter) throws(DaemonError) {
-        let server = VarlinkServer(configuration: try listenConfiguration(), handler: serviceHandler, logger: logger)
-        let started = Completion<Void>()
-        let serving = Task {
-            do {
-                try await server.run { started.finish(.success(())) }
-            } catch {
-                started.finish(.failure(error))
-            }
-        }
-        while started.result == nil {
-            if case .signal(let signal) = signals.wait(orReadable: started.fileDescriptor, timeout: nil),
-                signal != .hangUp
-            {
-                logger.notice("Stopped during start-up")
-                serving.cancel()
-                runBlocking { await serving.value }
-                return
-            }
-        }
-        if case .failure(let failure) = started.result {
-            throw DaemonError(message: "\(failure)")
-        }
-        logger.info("Serving Varlink", metadata: ["authd.socket": "\(paths.socketPath)"])
-
-        let expiryLoop = ExpiryTimerLoop(service: service, timer: timer, logger: logger)
-        // On the system bus a signal goes only to the peers that may use its group.
-        let announcer = BusAnnouncer(
-            bus: mode == .system ? .system : .user, access: mode == .system ? access : nil, logger: logger)
-        let (events, counts) = runBlocking { [service] in (await service.observeAll(), await service.observeCounts()) }
-        let forwarding = Task { for await event in events { announcer.announce(event) } }
-        runBlocking { [service] in await service.start() }
-
-        notifier.notify(.ready, .status(status(clients: server.connectionCount)))
-        // STATUS follows every change of the figures it shows, coalesced; nothing polls for it.
-        let statusUpdates = Task { [self, notifier] in
-            var last = ""
-            for await _ in counts {
-                let line = await statusLine(clients: server.connectionCount)
-                if line != last { notifier.notify(.status(line)) }
-                last = line
-            }
-        }
-        // Wake only to ping the watchdog, at half its interval, when systemd asked for one.
-        let interval = notifier.watchdogInterval.map { $0 / 2 }
-        while true {
-            switch signals.wait(orReadable: nil, timeout: interval) {
-            case .timedOut, .readable:
-                // The status is computed by the service's actor: a hung service stops the pings, and systemd
-                // restarts the daemon.
-                notifier.notify(.watchdog, .status(status(clients: server.connectionCount)))
-            case .signal(.hangUp):
-                reload()
-                notifier.notify(.ready, .status(status(clients: server.connectionCount)))
-            case .signal(.terminate), .signal(.interrupt):
-                logger.info("Stopping")
-                notifier.notify(.stopping, .status("Stopping"))
-                statusUpdates.cancel()
-                serving.cancel()
-                runBlocking { await serving.value }
-                forwarding.cancel()
-                announcer.stop()
-                expiryLoop.stop()
-                return
-            }
-        }
-    }
-
     /// `org.varlink.service` and `com.exponea.Auth`.
-    private var serviceHandler: VarlinkServiceHandler {
+    var serviceHandler: VarlinkServiceHandler {
         VarlinkServiceHandler(
             vendor: "Bloomreach",
             product: "exponea-authd",
@@ -317,7 +213,7 @@ public struct Daemon: Sendable {
     public static let version = "0.1.0"
 
     /// A socket systemd passed takes precedence; otherwise the daemon binds its own in the runtime directory.
-    private func listenConfiguration() throws(DaemonError) -> VarlinkServer.Configuration {
+    func listenConfiguration() throws(DaemonError) -> VarlinkServer.Configuration {
         let passed: [ListenedSocket]
         do {
             passed = try ListenedSocket.takeAll()
@@ -350,8 +246,8 @@ public struct Daemon: Sendable {
         return configuration
     }
 
-    /// Re-reads the access configuration (system mode).
-    private func reload() {
+    /// Re-reads the access configuration (system mode); a bad file keeps the old one.
+    func reload() {
         guard mode == .system else {
             logger.notice("SIGHUP received: there is no configuration to reload in user mode")
             return

@@ -25,6 +25,9 @@ import CSystemdShim
 /// ```
 public final class BusConnection {
     let bus: OpaquePointer
+    /// The handlers of ``requestName(_:then:)`` and ``onDisconnect(_:)``, kept as long as the connection.
+    private var callbacks: [BusCallback] = []
+    private var slots: [OpaquePointer] = []
 
     /// Connects to the bus at `address` (such as `unix:path=/run/dbus/system_bus_socket`).
     public convenience init(address: String) throws(SystemdError) {
@@ -65,6 +68,7 @@ public final class BusConnection {
     }
 
     deinit {
+        for slot in slots { sd_bus_slot_unref(slot) }
         sd_bus_flush_close_unref(bus)
     }
 
@@ -85,6 +89,61 @@ public final class BusConnection {
             .busCall,
             "cannot own the bus name \(name); is another instance running, or does the D-Bus policy not allow it?"
         )
+    }
+
+    /// Asks for the well-known `name` without waiting: `completion` gets nil once the connection owns it, or
+    /// the reason it does not, from the dispatch that reads the reply (``process()``, or the ``MainLoop`` the
+    /// connection is attached to).
+    public func requestName(_ name: String, then completion: @escaping (SystemdError?) -> Void) throws(SystemdError) {
+        let callback = BusCallback { message in
+            var error = sd_bus_error()
+            defer { sd_bus_error_free(&error) }
+            if sd_bus_message_is_method_error(message, nil) > 0 {
+                let code = sd_bus_message_get_errno(message)
+                completion(
+                    SystemdError(
+                        code: .busCall, function: "sd_bus_request_name_async", errno: code == 0 ? EIO : code,
+                        context: "cannot own the bus name \(name); does the D-Bus policy allow it?"))
+                return
+            }
+            var reply: UInt32 = 0
+            let read = sd_bus_message_read_basic(message, CChar(UInt8(ascii: "u")), &reply)
+            // 1: the primary owner now; 4: already was. 2 (queued) and 3 (exists) mean another owner has it.
+            completion(
+                read >= 0 && (reply == 1 || reply == 4)
+                    ? nil
+                    : SystemdError(
+                        code: .busCall, function: "sd_bus_request_name_async", errno: EEXIST,
+                        context: "cannot own the bus name \(name); is another instance running?"))
+        }
+        var slot: OpaquePointer?
+        // The sd-bus flag 0 asks the bus not to queue the request behind another owner.
+        try Self.check(
+            sd_bus_request_name_async(
+                bus, &slot, name, 0, { message, userdata, _ in BusCallback.handle(message, userdata) },
+                callback.userdata),
+            "sd_bus_request_name_async", .busCall, "cannot ask for the bus name \(name)")
+        keep(callback, slot)
+    }
+
+    /// Calls `handler` once the connection is lost (the bus went away or closed it), from the dispatch that
+    /// notices it.
+    public func onDisconnect(_ handler: @escaping () -> Void) throws(SystemdError) {
+        let callback = BusCallback { message in
+            if sd_bus_message_is_signal(message, "org.freedesktop.DBus.Local", "Disconnected") > 0 { handler() }
+        }
+        var slot: OpaquePointer?
+        try Self.check(
+            sd_bus_add_filter(
+                bus, &slot, { message, userdata, _ in BusCallback.handle(message, userdata) }, callback.userdata),
+            "sd_bus_add_filter", .busCall,
+            "cannot watch the bus connection")
+        keep(callback, slot)
+    }
+
+    private func keep(_ callback: BusCallback, _ slot: OpaquePointer?) {
+        callbacks.append(callback)
+        if let slot { slots.append(slot) }
     }
 
     /// Exports an object at `path` with `interface` declaring `signals`, so that `busctl introspect` lists
@@ -158,6 +217,11 @@ public final class BusConnection {
         try Self.check(result, "sd_bus_wait", .busConnection, "cannot wait on the bus")
     }
 
+    /// Closes the connection at once, dropping what is queued (releasing it would first wait to send it).
+    public func close() {
+        sd_bus_close(bus)
+    }
+
     /// Sends everything queued.
     public func flush() throws(SystemdError) {
         try Self.check(sd_bus_flush(bus), "sd_bus_flush", .busConnection, "cannot send to the bus")
@@ -216,6 +280,23 @@ public final class BusConnection {
         case .uint64(var number): return sd_bus_message_append_basic(message, type, &number)
         case .double(var number): return sd_bus_message_append_basic(message, type, &number)
         }
+    }
+}
+
+/// A message handler of sd-bus (a reply or a filter), handed to it as unretained userdata; the connection keeps
+/// it alive.
+private final class BusCallback {
+    let body: (OpaquePointer?) -> Void
+
+    init(_ body: @escaping (OpaquePointer?) -> Void) { self.body = body }
+
+    var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    static func handle(_ message: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?) -> Int32 {
+        guard let userdata else { return 0 }
+        let callback = Unmanaged<BusCallback>.fromOpaque(userdata).takeUnretainedValue()
+        callback.body(message)
+        return 0  // a filter that returns 0 lets the other handlers see the message too
     }
 }
 

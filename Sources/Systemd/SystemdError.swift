@@ -21,6 +21,8 @@ public struct SystemdError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let notify = Code("notify")
         /// The fds passed by the service manager could not be taken.
         public static let listenFDs = Code("listenFDs")
+        /// The event loop could not add a source, or failed while running.
+        public static let eventLoop = Code("eventLoop")
         /// An argument was not acceptable before any call was made.
         public static let invalidArgument = Code("invalidArgument")
 

@@ -115,8 +115,16 @@ struct ExponeaAuthd: ParsableCommand {
         // Before any token is in memory: no core dump, whatever `ulimit -c` or LimitCORE= says, and no ptrace or
         // /proc/PID/mem by other processes of this user (as ssh-agent does).
         let coreDumps = authd_disable_core_dumps() == 0 ? nil : String(cString: strerror(errno))
-        // First, before any thread starts, so that every thread inherits the blocked signals.
-        var signals = SignalWaiter()
+        // First, before any thread starts, so that every thread inherits the blocked signals: the lifecycle's
+        // loop takes them.
+        let lifecycle: DaemonLifecycle
+        do {
+            lifecycle = try DaemonLifecycle()
+        } catch {
+            var message = "exponea-authd: \(error)\n"
+            _ = message.withUTF8 { write(2, $0.baseAddress, $0.count) }
+            throw ExitCode.failure
+        }
         // Then, before the first task: Swift concurrency runs on NIO's event loops, not libdispatch's pool.
         let onEventLoops = Daemon.useEventLoopsForConcurrency()
 
@@ -158,8 +166,8 @@ struct ExponeaAuthd: ParsableCommand {
         )
         let (configDirectory, flushTimeout, maxConnections) = (configDirectory, flushTimeout, maxConnections)
         do {
-            // On a thread of its own: a SIGTERM ends a start that hangs (a slow disk, a FIFO in the store).
-            let daemon = try Daemon.start(signals: &signals, logger: logger) {
+            // In a task, while the lifecycle's loop takes signals: a SIGTERM ends a start that hangs (a slow disk).
+            try lifecycle.run(logger: logger) { () throws(DaemonError) in
                 try Daemon(
                     mode: mode,
                     paths: paths,
@@ -172,8 +180,6 @@ struct ExponeaAuthd: ParsableCommand {
                     logger: logger
                 )
             }
-            logger.info("Started in \(mode) mode", metadata: ["authd.status": "\(daemon.status)"])
-            try daemon.run(signals: &signals)
         } catch {
             logger.critical("Cannot start: \(error)")
             throw ExitCode.failure

@@ -6,6 +6,7 @@ import AuthStore
 import AuthTestKit
 import Foundation
 import Logging
+import Systemd
 import Testing
 
 @Suite("D-Bus signals from the service's events")
@@ -13,8 +14,8 @@ struct BusAnnouncerTests {
     @Test func theServicesEventsBecomeSignalsWithoutTokensOrIds() async throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
-        let announcer = BusAnnouncer(bus: .address(bus.address), logger: Logger(label: "test"))
-        defer { announcer.stop() }
+        let (thread, announcer) = try Self.announcer(on: .address(bus.address))
+        defer { thread.stop() }
         #expect(await BackgroundProcess.eventually { announcer.isConnected })
 
         let monitor = try BackgroundProcess(
@@ -70,9 +71,8 @@ struct BusAnnouncerTests {
         let directory = try TemporaryDirectory(prefix: "authd-late-bus")
         defer { directory.remove() }
         let path = directory.appending("bus")
-        let announcer = BusAnnouncer(bus: .address("unix:path=\(path)"), logger: Logger(label: "test"))
-        defer { announcer.stop() }
-        usleep(300_000)
+        let (thread, announcer) = try Self.announcer(on: .address("unix:path=\(path)"))
+        defer { thread.stop() }
         #expect(!announcer.isConnected)
 
         let bus = try PrivateBus(socketPath: path)
@@ -80,6 +80,18 @@ struct BusAnnouncerTests {
         #expect(BackgroundProcess.waitUntil(timeout: .seconds(5)) { announcer.isConnected })
         let names = try ChildProcess.run("/usr/bin/busctl", ["--address=\(bus.address)", "list", "--acquired"])
         #expect(names.standardOutput.contains(BusAnnouncer.name))
+    }
+
+    /// An announcer on a loop of its own thread, and the handle other threads announce through.
+    static func announcer(on bus: BusAnnouncer.Bus) throws -> (LoopThread, BusAnnouncer.Announcements) {
+        let thread = try LoopThread()
+        let announcements = try thread.sync { context in
+            let announcer = try BusAnnouncer(bus: bus, loop: context.loop, logger: Logger(label: "test"))
+            context.keep(announcer)
+            context.onStop { announcer.stop() }
+            return announcer.announcements
+        }
+        return (thread, announcements)
     }
 
     /// Each signal in dbus-monitor's output: the member, then its argument lines.

@@ -6,6 +6,7 @@ import AuthStore
 import AuthTestKit
 import Foundation
 import Logging
+import Systemd
 import Testing
 
 @Suite("The service's expiry timers (R13, R14)")
@@ -83,8 +84,11 @@ struct ServiceExpiryTests {
         let timer = try WallClockTimer()
         let service = AuthService(
             store: try Self.store(directory), records: [], timer: timer, logger: Logger(label: "test"))
-        let loop = ExpiryTimerLoop(service: service, timer: timer, logger: Logger(label: "test"))
-        defer { loop.stop() }
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        try thread.sync { context in
+            try ExpiryTimerSource.watch(timer, on: context.loop, service: service, logger: Logger(label: "test"))
+        }
         await service.start()
         let events = await service.observeAll()
 

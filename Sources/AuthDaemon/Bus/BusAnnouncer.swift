@@ -22,15 +22,36 @@ import Systemd
 /// when they call and again at every signal (a reload can take a user's access away). A peer's watches end
 /// when it leaves the bus.
 ///
-/// sd-bus wants one thread per connection, so the announcer runs its own: it polls the bus and a socket pair that
-/// ``announce(_:)`` writes to. When the bus cannot be reached it logs a warning and tries again, backing off
-/// to ``maximumRetryInterval``; events in between are not announced (signals are notifications, not state).
-public final class BusAnnouncer: Sendable {
+/// sd-bus objects are not thread-safe, so the announcer lives on the thread of a ``MainLoop``, which drives the
+/// connection (its socket and timeouts are sources of the loop); other threads hand it events through
+/// ``announcements``. Events that come before the name is owned wait for it (at most ``queueLimit``, the oldest
+/// dropped first). When the bus cannot be reached it logs a warning and tries again from a timer of the loop,
+/// backing off to ``maximumRetryInterval``.
+public final class BusAnnouncer {
     /// Which bus to use.
     public enum Bus: Sendable, Hashable {
         case system
         case user
         case address(String)
+    }
+
+    /// Where any thread hands events to a ``BusAnnouncer``.
+    public final class Announcements: Sendable {
+        fileprivate let inbox: LoopInbox<AuthEvent>
+        fileprivate let connected = Atomic<Bool>(false)
+
+        fileprivate init() throws(SystemdError) {
+            inbox = try LoopInbox(limit: BusAnnouncer.queueLimit)
+        }
+
+        /// Queues `event` for announcement; returns at once.
+        public func announce(_ event: AuthEvent) {
+            guard BusAnnouncer.signal(for: event) != nil else { return }
+            inbox.send(event)
+        }
+
+        /// Whether the announcer owns its name on the bus now.
+        public var isConnected: Bool { connected.load(ordering: .acquiring) }
     }
 
     public static let name = "com.exponea.AuthD1"
@@ -47,56 +68,64 @@ public final class BusAnnouncer: Sendable {
     static let maximumWatchesPerPeer = 256
     /// The peers that may watch at once.
     static let maximumWatchingPeers = 1024
+    /// The first pause between two connection attempts.
+    static let firstRetryInterval: Duration = .milliseconds(250)
     /// The longest pause between two connection attempts.
     public static let maximumRetryInterval: Duration = .seconds(30)
-    /// Events kept while the bus thread is busy; older ones are dropped first.
-    static let queueLimit = 4096
+    /// Events kept while the name is not owned yet; older ones are dropped first.
+    public static let queueLimit = 4096
+
+    /// Where other threads hand events to this announcer.
+    public let announcements: Announcements
 
     private let bus: Bus
     /// Who may use which group, when signals go only to the peers that watch (the system bus).
     private let access: AccessControl?
     private let logger: Logger
-    /// The socket pair that wakes the bus thread: read end, write end.
-    private let wakeUp: (read: Int32, write: Int32)
-    private let state = Mutex(State())
+    private unowned let loop: MainLoop
+    private var inboxSource: EventSource?
+    /// The connection of the current attempt, with what hangs on it.
+    private var connection: BusConnection?
+    private var object: BusObjectRegistration?
+    private var watchers: BusWatchers?
+    /// Whether the connection of the current attempt owns the name.
+    private var owned = false
+    /// Counts attempts, so that a late callback of an abandoned connection changes nothing.
+    private var attempt = 0
+    private var pending: [AuthEvent] = []
+    private var retry = BusAnnouncer.firstRetryInterval
+    private var retryTimer: EventSource?
+    private var warned = false
+    private var stopped = false
 
-    private struct State {
-        var queue: [AuthEvent] = []
-        var stopping = false
-        var connected = false
-    }
-
-    /// Starts the announcer's thread.
+    /// Starts connecting, on `loop`'s thread (the calling thread, which runs or will run the loop).
     ///
     /// - Parameter access: nil to broadcast every signal (a user's own bus); otherwise each signal goes only to
     ///   the peers that watch its group and that `access` lets use it.
-    public init(bus: Bus, access: AccessControl? = nil, logger: Logger) {
+    /// - Throws: ``SystemdError`` when the loop cannot take the announcer's sources.
+    public init(bus: Bus, access: AccessControl? = nil, loop: MainLoop, logger: Logger) throws(SystemdError) {
         self.bus = bus
         self.access = access
         self.logger = logger
-        var ends: [Int32] = [-1, -1]
-        socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0, &ends)
-        self.wakeUp = (ends[0], ends[1])
-        DaemonThread.start(name: "dbus-announcer") { [self] in run() }
+        self.loop = loop
+        announcements = try Announcements()
+        inboxSource = try announcements.inbox.receive(on: loop) { [weak self] event in self?.emit(event) }
+        connect()
     }
 
     /// Whether the announcer owns its name on the bus now.
-    public var isConnected: Bool { state.withLock { $0.connected } }
+    public var isConnected: Bool { announcements.isConnected }
 
-    /// Queues `event` for announcement; returns at once.
-    public func announce(_ event: AuthEvent) {
-        guard Self.signal(for: event) != nil else { return }
-        state.withLock { state in
-            state.queue.append(event)
-            if state.queue.count > Self.queueLimit { state.queue.removeFirst(state.queue.count - Self.queueLimit) }
-        }
-        signalThread()
-    }
-
-    /// Stops the thread; the name is released.
+    /// Sends what is queued, releases the name and stops; events announced later are dropped.
     public func stop() {
-        state.withLock { $0.stopping = true }
-        signalThread()
+        stopped = true
+        inboxSource?.cancel()
+        inboxSource = nil
+        retryTimer?.cancel()
+        retryTimer = nil
+        // Only a connection that owns the name has anything to send; one still connecting is closed as it is.
+        if owned { try? connection?.flush() }
+        dropConnection()
     }
 
     /// The signal member and arguments for an event, or nil for events that are not announced.
@@ -115,113 +144,121 @@ public final class BusAnnouncer: Sendable {
         }
     }
 
-    // MARK: The bus thread
+    // MARK: On the loop's thread
 
-    private func run() {
-        var retry: Duration = .milliseconds(250)
-        var warned = false
-        while !state.withLock({ $0.stopping }) {
-            do {
-                try serve()
-                retry = .milliseconds(250)
-                warned = false
-            } catch {
-                state.withLock { $0.connected = false }
-                // Once per outage at warning level; the retries at debug level.
-                logger.log(
-                    level: warned ? .debug : .warning,
-                    "D-Bus is not reachable; signals are not announced until it is",
-                    metadata: ["authd.error": "\(error)", "authd.retry_in": "\(retry)"]
-                )
-                warned = true
-                waitForWakeUp(timeout: retry)
-                retry = min(retry * 2, Self.maximumRetryInterval)
+    /// Connects, exports the object and asks for the name; the name's reply ends the attempt.
+    private func connect() {
+        guard !stopped else { return }
+        dropConnection()
+        attempt += 1
+        let current = attempt
+        do {
+            let connection: BusConnection
+            switch bus {
+            case .system: connection = try BusConnection.system()
+            case .user: connection = try BusConnection.user()
+            case .address(let address): connection = try BusConnection(address: address)
             }
+            self.connection = connection
+            try loop.attach(connection)
+            let watchers = BusWatchers(connection: connection, access: access, logger: logger)
+            self.watchers = watchers
+            let watch = BusMethod(member: Self.watchMember, signature: "s", parameterNames: ["group"]) { call in
+                watchers.watch(call)
+            }
+            object = try connection.exportObject(
+                path: Self.path, interface: Self.interface, methods: [watch], signals: Self.signals)
+            try connection.onDisconnect { [weak self] in
+                self?.failed(
+                    SystemdError(
+                        code: .busConnection, function: "sd_bus_process", errno: ECONNRESET,
+                        context: "the bus closed the connection"),
+                    attempt: current)
+            }
+            try connection.requestName(Self.name) { [weak self] error in
+                guard let self else { return }
+                if let error {
+                    failed(error, attempt: current)
+                } else {
+                    owns(attempt: current)
+                }
+            }
+        } catch {
+            failed(error, attempt: current)
         }
-        close(wakeUp.read)
-        close(wakeUp.write)
     }
 
-    /// Connects, owns the name and announces until stopped (returns) or the connection fails (throws).
-    private func serve() throws(SystemdError) {
-        let connection: BusConnection
-        switch bus {
-        case .system: connection = try BusConnection.system()
-        case .user: connection = try BusConnection.user()
-        case .address(let address): connection = try BusConnection(address: address)
-        }
-        try connection.requestName(Self.name)
-        let watchers = BusWatchers(connection: connection, access: access, logger: logger)
-        let watch = BusMethod(member: Self.watchMember, signature: "s", parameterNames: ["group"]) { call in
-            watchers.watch(call)
-        }
-        let object = try connection.exportObject(
-            path: Self.path, interface: Self.interface, methods: [watch], signals: Self.signals)
-        defer { object.cancel() }
-        state.withLock { $0.connected = true }
+    private func owns(attempt current: Int) {
+        guard current == attempt, !stopped else { return }
+        owned = true
+        announcements.connected.store(true, ordering: .releasing)
+        retry = Self.firstRetryInterval
+        warned = false
         logger.info("Announcing on D-Bus", metadata: ["authd.bus_name": "\(Self.name)"])
+        let waiting = pending
+        pending = []
+        for event in waiting { emit(event) }
+    }
 
-        while true {
-            let (events, stopping) = state.withLock { state in
-                defer { state.queue.removeAll() }
-                return (state.queue, state.stopping)
-            }
-            for event in events {
-                guard let (member, arguments) = Self.signal(for: event) else { continue }
-                if access == nil {
-                    try connection.emitSignal(
-                        path: Self.path, interface: Self.interface, member: member, arguments: arguments)
-                    continue
-                }
-                for peer in watchers.peers(allowedToSee: event.group) {
-                    try connection.emitSignal(
-                        path: Self.path, interface: Self.interface, member: member, arguments: arguments,
-                        destination: peer)
-                }
-            }
-            while try connection.process() {}
-            if stopping {
-                try connection.flush()
-                state.withLock { $0.connected = false }
+    /// The attempt `current` failed, or its connection was lost: try again later (the connection itself is
+    /// dropped at the next attempt, outside the bus's own dispatch that may be reporting this).
+    private func failed(_ error: any Error, attempt current: Int) {
+        guard current == attempt, !stopped else { return }
+        attempt += 1  // later callbacks of this connection change nothing
+        owned = false
+        announcements.connected.store(false, ordering: .releasing)
+        // Once per outage at warning level; the retries at debug level.
+        logger.log(
+            level: warned ? .debug : .warning,
+            "D-Bus is not reachable; signals are not announced until it is",
+            metadata: ["authd.error": "\(error)", "authd.retry_in": "\(retry)"]
+        )
+        warned = true
+        if let retryTimer {
+            retryTimer.schedule(after: retry)
+        } else {
+            retryTimer = try? loop.after(retry) { [weak self] in self?.connect() }
+        }
+        retry = min(retry * 2, Self.maximumRetryInterval)
+    }
+
+    private func dropConnection() {
+        // A connection that does not own the name has nothing worth sending, and one that is still connecting
+        // would hold the release until the bus answers.
+        if !owned { connection?.close() }
+        owned = false
+        announcements.connected.store(false, ordering: .releasing)
+        object?.cancel()
+        object = nil
+        watchers = nil
+        connection = nil
+    }
+
+    private func emit(_ event: AuthEvent) {
+        guard owned, let connection, let watchers else {
+            pending.append(event)
+            if pending.count > Self.queueLimit { pending.removeFirst(pending.count - Self.queueLimit) }
+            return
+        }
+        guard let (member, arguments) = Self.signal(for: event) else { return }
+        do {
+            if access == nil {
+                try connection.emitSignal(
+                    path: Self.path, interface: Self.interface, member: member, arguments: arguments)
                 return
             }
-            pollOnce(connection)
+            for peer in watchers.peers(allowedToSee: event.group) {
+                try connection.emitSignal(
+                    path: Self.path, interface: Self.interface, member: member, arguments: arguments,
+                    destination: peer)
+            }
+        } catch {
+            failed(error, attempt: attempt)
         }
-    }
-
-    /// Waits until the bus has work, an event is queued, or the bus's own timeout passes.
-    private func pollOnce(_ connection: BusConnection) {
-        var fds = [
-            pollfd(fd: connection.fileDescriptor, events: connection.events, revents: 0),
-            pollfd(fd: wakeUp.read, events: Int16(POLLIN), revents: 0),
-        ]
-        let timeout = connection.timeout.map(Self.milliseconds) ?? -1
-        _ = poll(&fds, 2, timeout)
-        drainWakeUp()
-    }
-
-    private func waitForWakeUp(timeout: Duration) {
-        var fd = pollfd(fd: wakeUp.read, events: Int16(POLLIN), revents: 0)
-        _ = poll(&fd, 1, Self.milliseconds(timeout))
-        drainWakeUp()
-    }
-
-    private func signalThread() {
-        var byte: UInt8 = 1
-        _ = write(wakeUp.write, &byte, 1)  // a full buffer already wakes the thread
-    }
-
-    private func drainWakeUp() {
-        var bytes = [UInt8](repeating: 0, count: 256)
-        while read(wakeUp.read, &bytes, bytes.count) > 0 {}
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int32 {
-        Int32(min(max(0, (duration / .milliseconds(1)).rounded(.up)), Double(Int32.max)))
     }
 }
 
-/// The peers that called `Watch` on the system bus, and the groups each watches. Used on the bus thread only.
+/// The peers that called `Watch` on the system bus, and the groups each watches. Used on the loop's thread only.
 private final class BusWatchers {
     private struct Peer {
         var caller: Caller

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+import CSystemd
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One sd-event loop (`sd-event(3)`), run by one thread: every source the daemon waits for (signals, the
+/// wall-clock timer, the bus connection, messages from other threads, timers) is a source of it, so the thread
+/// sleeps in one `epoll_wait` until the next one is due, and nothing polls.
+///
+/// The loop and its handlers belong to the thread that runs it (sd-event objects are not thread-safe), which is
+/// why this class is not `Sendable`. Other threads reach it only through a ``LoopInbox``.
+///
+/// ```swift
+/// let loop = try MainLoop()
+/// try MainLoop.blockSignals([SIGTERM])          // first, before any other thread starts
+/// try loop.onSignal(SIGTERM) { loop.exit() }
+/// let inbox = try LoopInbox<String>()
+/// try inbox.receive(on: loop) { message in print(message) }
+/// let status = try loop.run()                   // until loop.exit(_:)
+/// ```
+public final class MainLoop {
+    let event: OpaquePointer
+    /// Every live source, kept until it is cancelled or the loop ends.
+    private var sources: [ObjectIdentifier: EventSource] = [:]
+
+    /// Creates an empty loop for the calling thread.
+    ///
+    /// - Throws: ``SystemdError`` from `sd_event_new`.
+    public init() throws(SystemdError) {
+        var event: OpaquePointer?
+        try Self.check(sd_event_new(&event), "sd_event_new", "cannot create the event loop")
+        guard let event else {
+            throw SystemdError(code: .eventLoop, function: "sd_event_new", errno: ENOMEM, context: "")
+        }
+        self.event = event
+    }
+
+    deinit {
+        for source in sources.values { source.release() }
+        sd_event_unref(event)
+    }
+
+    /// Blocks `signals` in the calling thread and in every thread it starts from now on, so that they stay
+    /// pending until the loop takes them (``onSignal(_:_:)`` needs it). Call it before any other thread starts.
+    public static func blockSignals(_ signals: [Int32]) {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in signals { sigaddset(&set, signal) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    /// Calls `handler` on the loop's thread each time `signal` arrives. The signal must be blocked in every
+    /// thread (``blockSignals(_:)``).
+    @discardableResult
+    public func onSignal(_ signal: Int32, _ handler: @escaping () -> Void) throws(SystemdError) -> EventSource {
+        let source = EventSource(loop: self, handler: handler)
+        var pointer: OpaquePointer?
+        try Self.check(
+            sd_event_add_signal(
+                event, &pointer, signal, { _, _, userdata in EventSource.fire(userdata) }, source.userdata),
+            "sd_event_add_signal", "cannot watch the signal \(signal); is it blocked in every thread?")
+        return keep(source, pointer)
+    }
+
+    /// Calls `handler` on the loop's thread each time `descriptor` is readable (level-triggered: read what is
+    /// there, or it is called again at once).
+    @discardableResult
+    public func onReadable(_ descriptor: Int32, _ handler: @escaping () -> Void) throws(SystemdError) -> EventSource {
+        let source = EventSource(loop: self, handler: handler)
+        var pointer: OpaquePointer?
+        try Self.check(
+            sd_event_add_io(
+                event, &pointer, descriptor, UInt32(EPOLLIN.rawValue),
+                { _, _, _, userdata in EventSource.fire(userdata) },
+                source.userdata),
+            "sd_event_add_io", "cannot watch the descriptor \(descriptor)")
+        return keep(source, pointer)
+    }
+
+    /// Calls `handler` on the loop's thread once, `delay` from now (CLOCK_MONOTONIC, to the millisecond);
+    /// ``EventSource/schedule(after:)`` arms it again.
+    @discardableResult
+    public func after(_ delay: Duration, _ handler: @escaping () -> Void) throws(SystemdError) -> EventSource {
+        let source = EventSource(loop: self, handler: handler)
+        var pointer: OpaquePointer?
+        try Self.check(
+            sd_event_add_time_relative(
+                event, &pointer, CLOCK_MONOTONIC, Self.microseconds(delay), 1_000,
+                { _, _, userdata in EventSource.fire(userdata) }, source.userdata),
+            "sd_event_add_time_relative", "cannot arm a timer")
+        return keep(source, pointer)
+    }
+
+    /// Lets the loop drive `bus`: its socket and its timeouts become sources of this loop, and its method
+    /// handlers, filters and tracks run on the loop's thread.
+    public func attach(_ bus: BusConnection) throws(SystemdError) {
+        try Self.check(
+            sd_bus_attach_event(bus.bus, event, Int32(SD_EVENT_PRIORITY_NORMAL)), "sd_bus_attach_event",
+            "cannot attach the bus connection to the event loop")
+    }
+
+    /// Ends ``run()`` after the current handler returns, with `status`.
+    public func exit(_ status: Int32 = 0) {
+        sd_event_exit(event, status)
+    }
+
+    /// Runs the loop on the calling thread until ``exit(_:)``.
+    ///
+    /// - Returns: The status given to ``exit(_:)``.
+    /// - Throws: ``SystemdError`` when waiting or dispatching fails.
+    public func run() throws(SystemdError) -> Int32 {
+        let result = sd_event_loop(event)
+        try Self.check(result, "sd_event_loop", "the event loop failed")
+        return result
+    }
+
+    // MARK: Sources
+
+    private func keep(_ source: EventSource, _ pointer: OpaquePointer?) -> EventSource {
+        source.pointer = pointer
+        sources[ObjectIdentifier(source)] = source
+        return source
+    }
+
+    fileprivate func forget(_ source: EventSource) {
+        sources[ObjectIdentifier(source)] = nil
+    }
+
+    static func microseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000_000 + UInt64(attoseconds / 1_000_000_000_000)
+    }
+
+    static func check(_ result: Int32, _ function: String, _ context: String) throws(SystemdError) {
+        if result < 0 { throw SystemdError(code: .eventLoop, function: function, returned: result, context: context) }
+    }
+}
+
+/// A source of a ``MainLoop``: a signal, a readable descriptor or a timer, with its handler. It lives until
+/// ``cancel()`` or the loop's end.
+public final class EventSource {
+    fileprivate var pointer: OpaquePointer?
+    private unowned let loop: MainLoop
+    private let handler: () -> Void
+
+    fileprivate init(loop: MainLoop, handler: @escaping () -> Void) {
+        self.loop = loop
+        self.handler = handler
+    }
+
+    /// What sd-event hands back to the callback: this object, unretained (the loop keeps it alive).
+    fileprivate var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    fileprivate static func fire(_ userdata: UnsafeMutableRawPointer?) -> Int32 {
+        guard let userdata else { return 0 }
+        // A handler may cancel its own source, which lets the loop release it: hold it until the call returns.
+        let source = Unmanaged<EventSource>.fromOpaque(userdata).takeUnretainedValue()
+        withExtendedLifetime(source) { source.handler() }
+        return 0
+    }
+
+    /// Arms a timer source again, `delay` from now.
+    public func schedule(after delay: Duration) {
+        guard let pointer else { return }
+        sd_event_source_set_time_relative(pointer, MainLoop.microseconds(delay))
+        sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ONESHOT))
+    }
+
+    /// Stops watching: the handler is not called again.
+    public func cancel() {
+        release()
+        loop.forget(self)
+    }
+
+    fileprivate func release() {
+        if let pointer { sd_event_source_disable_unref(pointer) }
+        pointer = nil
+    }
+}
