@@ -18,6 +18,8 @@
 //
 //   Systemd -> CSystemdShim -> CSystemd (pkg-config libsystemd); AuthDaemon -> CTimerFD (timerfd.h, eventfd.h, signalfd.h), CMalloc (malloc.h),
 //   CConcurrencyHook (the runtime's global-executor hook); exponea-authd, authctl -> CProcessControl (prctl.h: no core dumps)
+//   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon and AuthProtocol (the per-hop costs in-process)
+//   docs/architecture.md: the modules, who owns which thread, and how a GetToken and a SetToken travel through them
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
 //   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
@@ -150,6 +152,8 @@ let package = Package(
             name: "authd-bench",
             dependencies: [
                 "AuthCore",
+                "AuthDaemon",
+                "AuthProtocol",
                 "AuthStore",
                 "CEpoll",
                 "exponea-authd",
