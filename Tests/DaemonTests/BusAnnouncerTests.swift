@@ -70,9 +70,14 @@ struct BusAnnouncerTests {
         let directory = try TemporaryDirectory(prefix: "authd-late-bus")
         defer { directory.remove() }
         let path = directory.appending("bus")
-        let announcer = BusAnnouncer(bus: .address("unix:path=\(path)"), logger: Logger(label: "test"))
+        let logs = LogCapture()
+        let announcer = BusAnnouncer(bus: .address("unix:path=\(path)"), logger: logs.logger())
         defer { announcer.stop() }
-        usleep(300_000)
+        // A barrier, not a pause: the first attempt and a retry both failed.
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(10)) {
+                logs.entries.filter { $0.message.hasPrefix("D-Bus is not reachable") }.count >= 2
+            })
         #expect(!announcer.isConnected)
 
         let bus = try PrivateBus(socketPath: path)
