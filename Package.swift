@@ -19,6 +19,8 @@
 //   Systemd (sd-event loop, sd-bus, sd_notify, journal) -> CSystemdShim -> CSystemd (pkg-config libsystemd);
 //   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h),
 //   CConcurrencyHook (the runtime's global-executor hook); exponea-authd, authctl -> CProcessControl (prctl.h: no core dumps)
+//   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon and AuthProtocol (the per-hop costs in-process)
+//   docs/architecture.md: the modules, who owns which thread, and how a GetToken and a SetToken travel through them
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
 //   AuthDaemon's access policy and AuthStore's records; libFuzzer targets when scripts/fuzz builds them
@@ -34,6 +36,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -80,6 +83,7 @@ let package = Package(
         .target(
             name: "AuthTransport",
             dependencies: [
+                "AuthCore",
                 "AuthProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -106,6 +110,7 @@ let package = Package(
                 "CMalloc",
                 "CConcurrencyHook",
                 "Systemd",
+                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -148,6 +153,8 @@ let package = Package(
             name: "authd-bench",
             dependencies: [
                 "AuthCore",
+                "AuthDaemon",
+                "AuthProtocol",
                 "AuthStore",
                 "CEpoll",
                 "exponea-authd",

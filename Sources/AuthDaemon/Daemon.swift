@@ -210,7 +210,7 @@ public struct Daemon: Sendable {
     }
 
     /// The daemon's version, as GetInfo reports it.
-    public static let version = "0.1.0"
+    public static let version = ProductVersion.current
 
     /// A socket systemd passed takes precedence; otherwise the daemon binds its own in the runtime directory.
     func listenConfiguration() throws(DaemonError) -> VarlinkServer.Configuration {

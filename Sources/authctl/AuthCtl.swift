@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
+import AuthCore
 import CProcessControl
 import Foundation
 
@@ -20,7 +21,7 @@ struct AuthCtl: AsyncParsableCommand {
 
             Shell completions: authctl --generate-completion-script bash (or zsh, fish).
             """,
-        version: "0.1.0",
+        version: ProductVersion.current,
         subcommands: [
             Status.self, ListGroups.self, Get.self, SetToken.self, Preflight.self, Identify.self,
             Anonymize.self, Stop.self, Clear.self, Watch.self, Decode.self, Mint.self, RefreshAgent.self,

@@ -22,11 +22,14 @@ extension AuthCtl {
         var json = false
 
         func run() throws {
-            if isatty(STDIN_FILENO) == 1 {
-                printError("authctl: reading a token from standard input (end with Ctrl-D)")
+            // The one token reader (TokenInput), as `set -` and `identify --token-stdin` use.
+            let text: String
+            do {
+                text = try TokenInput.read(path: nil, usage: "authctl decode < token.jwt")
+            } catch {
+                printError("authctl: \(error.message)")
+                throw AuthCtlExit.failure
             }
-            let input = FileHandle.standardInput.readData(ofLength: StreamJWT.maximumLength + 2)
-            let text = String(decoding: input, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             let jwt: StreamJWT
             do {
                 jwt = try StreamJWT(parsing: text)

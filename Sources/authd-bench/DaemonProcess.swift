@@ -117,7 +117,9 @@ private final class NotificationSocket {
         unlink(path)
         descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let descriptor = self.descriptor
-        guard UnixStream.withAddress(path, { bind(descriptor, $0, $1) }) == 0 else { throw .system("bind", errno) }
+        guard UnixSocketAddress.withAddress(path, { bind(descriptor, $0, $1) }) == 0 else {
+            throw .system("bind", errno)
+        }
     }
 
     /// Waits for a datagram containing `needle`.

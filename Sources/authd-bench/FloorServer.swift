@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
+import AuthCore
 import Foundation
 
 #if canImport(Glibc)
@@ -20,7 +21,7 @@ struct FloorServer: ParsableCommand {
     func run() throws {
         unlink(socket)
         let listener = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard UnixStream.withAddress(socket, { bind(listener, $0, $1) }) == 0, listen(listener, 1024) == 0 else {
+        guard UnixSocketAddress.withAddress(socket, { bind(listener, $0, $1) }) == 0, listen(listener, 1024) == 0 else {
             throw BenchError.system("listen \(socket)", errno)
         }
         let reply = [UInt8](repeating: UInt8(ascii: "x"), count: replySize) + [0]

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -17,7 +19,7 @@ final class UnixStream {
     convenience init(connectingTo path: String) throws(BenchError) {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw .system("socket", errno) }
-        let result = UnixStream.withAddress(path) { connect(descriptor, $0, $1) }
+        let result = UnixSocketAddress.withAddress(path) { connect(descriptor, $0, $1) }
         guard result == 0 else {
             let error = errno
             close(descriptor)
@@ -81,16 +83,6 @@ final class UnixStream {
 
     /// Whether a whole message is already buffered (so `receive()` will not block).
     var hasBufferedMessage: Bool { buffer[start..<end].contains(0) }
-
-    /// Calls `body` with `path` as a `sockaddr_un`.
-    static func withAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8.prefix(107)) + [0]) }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-    }
 }
 
 /// Why a benchmark could not run.

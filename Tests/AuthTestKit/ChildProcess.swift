@@ -34,15 +34,23 @@ public struct ChildProcess {
         try stdin.fileHandleForWriting.close()
         // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
         nonisolated(unsafe) var errorData = Data()
-        let errorReader = Thread { errorData = stderr.fileHandleForReading.readDataToEndOfFile() }
+        let errorRead = DispatchSemaphore(value: 0)
+        let errorReader = Thread {
+            errorData = stderr.fileHandleForReading.readDataToEndOfFile()
+            errorRead.signal()
+        }
         errorReader.start()
         let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while !errorReader.isFinished { usleep(1000) }
+        // Bounded: a grandchild that keeps standard error open must not hang the test.
+        guard errorRead.wait(timeout: .now() + 30) == .success else { throw StandardErrorStillOpen() }
         return Result(
             status: process.terminationStatus,
             standardOutput: String(decoding: outputData, as: UTF8.self),
             standardError: String(decoding: errorData, as: UTF8.self)
         )
     }
+
+    /// The child exited but its standard error stayed open for 30 s (a process it started holds it).
+    public struct StandardErrorStillOpen: Error {}
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import Foundation
 
 /// A datagram socket standing in for systemd's notification socket (`$NOTIFY_SOCKET`), to receive what a

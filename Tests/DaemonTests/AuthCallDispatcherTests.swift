@@ -15,6 +15,7 @@ struct AuthCallDispatcherTests {
         let service: AuthService
         let dispatcher: AuthCallDispatcher
         let owner = Caller(pid: 100, uid: 1000, gid: 1000)
+        let clock = ManualClock(Date())
 
         init(access: AccessControl? = nil) throws {
             directory = try TemporaryDirectory(prefix: "authd-dispatch")
@@ -23,7 +24,7 @@ struct AuthCallDispatcherTests {
                 key: StoreKey(material: Array(repeating: 5, count: 32)),
                 logger: Logger(label: "test")
             )
-            service = AuthService(store: store, records: [], logger: Logger(label: "test"))
+            service = AuthService(store: store, records: [], clock: clock, logger: Logger(label: "test"))
             dispatcher = AuthCallDispatcher(
                 service: service,
                 access: access ?? AccessControl(owner: 1000),
@@ -188,14 +189,11 @@ struct AuthCallDispatcherTests {
         }
         #expect(try await claim("shop")["leaseMs"] as? Int == 500)
         #expect(try await claim("news")["leaseMs"] as? Int == 5000)
-        // The short lease runs out: the claim is free again.
-        let deadline = ContinuousClock.now + .seconds(30)
-        var granted = false
-        while !granted && ContinuousClock.now < deadline {
-            granted = try await claim("shop")["granted"] as? Bool == true
-            if !granted { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        #expect(granted)
+        #expect(try await claim("shop")["granted"] as? Bool == false)  // held
+        // The short lease runs out (and only it: the long one is still held): the claim is free again.
+        await fixture.clock.advance(by: 0.5, firing: true)
+        #expect(try await claim("shop")["granted"] as? Bool == true)
+        #expect(try await claim("news")["granted"] as? Bool == false)
     }
 
     @Test func onewayCallsRunWithoutAReply() async throws {
@@ -209,7 +207,7 @@ struct AuthCallDispatcherTests {
 
     @Test func subscribeStreamsEventsUntilTheConnectionIsGone() async throws {
         let fixture = try Fixture()
-        let frames = Locked<[String]>([])
+        let frames = Arrivals<String>()
         struct Gone: Error {}
         let subscription = Task {
             await fixture.dispatcher.handle(
@@ -218,22 +216,19 @@ struct AuthCallDispatcherTests {
                         #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)),
                 from: fixture.owner
             ) { frame in
-                let count = frames.withLock { frames in
-                    frames.append(String(decoding: frame.dropLast(), as: UTF8.self))
-                    return frames.count
-                }
-                if count == 3 { throw Gone() }  // the client went away after the state and two events
+                frames.append(String(decoding: frame.dropLast(), as: UTF8.self))
+                if frames.all.count == 3 { throw Gone() }  // the client went away after the state and two events
             }
         }
-        // Let the subscription register before events happen.
-        while await fixture.service.summaries().first?.subscribers != 1 { try await Task.sleep(for: .milliseconds(5)) }
+        // The state every subscription starts with: it is registered, no event is missed.
+        #expect(await frames.waitFor(count: 1))
         for _ in 0..<3 {
             _ = try await fixture.call(
                 #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#
             )
         }
         try await subscription.value
-        let received = frames.withLock { $0 }
+        let received = frames.all
         #expect(received.count == 3)
         #expect(received.first?.hasPrefix(#"{"continues":true,"parameters":{"event":{"#) == true)
         #expect(received.first?.contains(#""kind":"state""#) == true)
@@ -251,32 +246,33 @@ struct AuthCallDispatcherTests {
         )
         // The subscription's end must finish the flush, before its timeout (which logs a warning) does.
         let logs = LogCapture()
-        let service = AuthService(store: store, records: [], flushTimeout: .seconds(10), logger: logs.logger())
+        let clock = ManualClock(Date())
+        let service = AuthService(
+            store: store, records: [], flushTimeout: .seconds(10), clock: clock, logger: logs.logger())
         let dispatcher = AuthCallDispatcher(
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
-        let frames = Locked<[String]>([])
+        let frames = Arrivals<String>()
         let subscription = Task {
             await dispatcher.handle(
                 try VarlinkCall(
                     decoding: Array(
                         #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)),
                 from: Caller(pid: 7, uid: 0, gid: 0)
-            ) { frame in frames.withLock { $0.append(String(decoding: frame.dropLast(), as: UTF8.self)) } }
+            ) { frame in frames.append(String(decoding: frame.dropLast(), as: UTF8.self)) }
         }
-        while await service.summaries().first?.subscribers != 1 { try await Task.sleep(for: .milliseconds(5)) }
-        let started = ContinuousClock.now
+        #expect(await frames.waitFor(count: 1))  // the state: registered
         let clearing = Task { try await service.clear(try AppGroup("shop"), cause: .anonymize) }
-        while frames.withLock({ $0.count < 2 }) { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await frames.waitFor(count: 2))  // asked to flush
 
         subscription.cancel()  // what the transport does when the connection closes
         try await subscription.value
-        // Finished by the subscription's end, not by the 10 s timeout; and not counted as flushed.
+        // Finished by the subscription's end: the flush's bound never fires on this clock; not counted as
+        // flushed.
         let result = try await clearing.value
-        #expect(ContinuousClock.now - started < .seconds(8))
         #expect(result == ClearResult(asked: 1, unconfirmed: [UnconfirmedFlush(pid: 7, reason: .dropped)]))
         #expect(logs.entries.contains { $0.message.contains("without every app's flush acknowledgement") })
         #expect(await service.summaries().first?.subscribers == 0)
-        let received = frames.withLock { $0 }
+        let received = frames.all
         #expect(received.count == 2 && received.last?.contains(#""kind":"flushRequested""#) == true)
     }
 }

@@ -11,11 +11,11 @@ import Testing
 
 @Suite("The service's method semantics")
 struct AuthServiceTests {
-    /// A service over a fresh store, with a clock the test moves.
+    /// A service over a fresh store, with a clock the test moves and whose timers fire only when told.
     final class Fixture: Sendable {
         let directory: TemporaryDirectory
         let store: TokenStore
-        let clock = Locked(Date(timeIntervalSince1970: 1_900_000_000))
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
         let service: AuthService
         let shop = try! AppGroup("shop")
         let signer = TestJWT()
@@ -24,50 +24,42 @@ struct AuthServiceTests {
             directory = try TemporaryDirectory(prefix: "authd-service")
             let key = try StoreKey(material: Array(repeating: 7, count: 32))
             store = try TokenStore(directory: directory.appending("state"), key: key, logger: Logger(label: "test"))
-            let clock = self.clock
             service = AuthService(
                 store: store,
                 records: [],
                 flushTimeout: flushTimeout,
-                now: { clock.withLock { $0 } },
+                clock: clock,
                 logger: Logger(label: "test")
             )
         }
 
         deinit { directory.remove() }
 
-        var now: Date { clock.withLock { $0 } }
-        func advance(_ seconds: TimeInterval) { clock.withLock { $0 = $0.addingTimeInterval(seconds) } }
+        var now: Date { clock.now }
+        func advance(_ seconds: TimeInterval) { clock.advance(by: seconds) }
         func token(expiringIn seconds: TimeInterval, ids: [String: String] = ["registered": "alice"]) -> String {
             signer.token(expiringIn: seconds, from: now, ids: ids)
         }
     }
 
-    /// Collects a stream's events in the background.
+    /// Collects a stream's events in the background; a test waits for them on a barrier, never by sleeping.
     final class Collector: Sendable {
-        let events = Locked<[AuthEvent]>([])
+        let arrivals = Arrivals<AuthEvent>()
         let task: Task<Void, Never>
 
         init(_ stream: AsyncStream<AuthEvent>) {
-            let events = self.events
+            let arrivals = self.arrivals
             // The state every subscription starts with is left out: these tests look at what happens next.
             task = Task {
-                for await event in stream where event.kind != .state { events.withLock { $0.append(event) } }
+                for await event in stream where event.kind != .state { arrivals.append(event) }
             }
         }
 
-        var kinds: [AuthEvent.Kind] { events.withLock { $0.map(\.kind) } }
+        var all: [AuthEvent] { arrivals.all }
+        var kinds: [AuthEvent.Kind] { all.map(\.kind) }
 
-        /// Waits without blocking a thread: the collecting task needs one of the few the pool has. The bound is
-        /// generous because other suites' blocking tests can hold the pool's threads for seconds.
-        func waitFor(count: Int) async -> Bool {
-            let deadline = ContinuousClock.now + .seconds(20)
-            while events.withLock({ $0.count }) < count {
-                guard ContinuousClock.now < deadline else { return false }
-                try? await Task.sleep(for: .milliseconds(5))
-            }
-            return true
-        }
+        /// Waits until `count` events arrived (bounded).
+        func waitFor(count: Int) async -> Bool { await arrivals.waitFor(count: count) }
 
         deinit { task.cancel() }
     }
@@ -84,7 +76,7 @@ struct AuthServiceTests {
         #expect(try fixture.store.load(fixture.shop)?.token?.compact == expired)
         #expect(await events.waitFor(count: 2))
         #expect(
-            events.events.withLock { $0 } == [
+            events.all == [
                 AuthEvent(kind: .tokenRefreshed, group: "shop", generation: 1),
                 // The expiry timer finds it expired at once (R13); with nobody identified, the handler is
                 // asked for the customer the token names.
@@ -148,7 +140,7 @@ struct AuthServiceTests {
         _ = await service.preflight(fixture.shop)  // a new window: the same reason again
 
         #expect(await events.waitFor(count: 5))
-        let errors = events.events.withLock { $0.filter { $0.kind == .jwtError } }
+        let errors = events.all.filter { $0.kind == .jwtError }
         #expect(errors.map(\.reason) == [.notProvided, .expiredSoon, .expired, .expired])
         #expect(errors.last?.customerIds == ["registered": "bob"])
 
@@ -196,21 +188,36 @@ struct AuthServiceTests {
         let service = fixture.service
         let token = fixture.token(expiringIn: 3600)
 
-        // Only the set can end a 60 s wait within the bound below.
-        let started = ContinuousClock.now
-        async let waited = service.waitForToken(fixture.shop, after: 0, timeout: .seconds(60))
-        try await Task.sleep(for: .milliseconds(50))
+        let waiting = Task { await service.waitForToken(fixture.shop, after: 0, timeout: .seconds(60)) }
+        #expect(await fixture.clock.waitForTimers(armed: 1))  // a barrier: the call waits, its bound armed
         _ = try await service.setToken(token, for: fixture.shop)
-        let (jwt, generation) = await waited
+        let (jwt, generation) = await waiting.value
         #expect(jwt?.compact == token && generation == 1)
-        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(fixture.clock.now == Date(timeIntervalSince1970: 1_900_000_000))  // the bound never came
 
-        // Already newer: at once.
+        // Already newer: at once, with no timer.
         #expect(await service.waitForToken(fixture.shop, after: 0, timeout: .seconds(5)).1 == 1)
-        // Nothing newer: after the timeout, with the current generation.
-        let before = ContinuousClock.now
-        #expect(await service.waitForToken(fixture.shop, after: 1, timeout: .milliseconds(100)).1 == 1)
-        #expect(ContinuousClock.now - before >= .milliseconds(100))
+        #expect(fixture.clock.armedCount == 1)
+
+        // Nothing newer: when the bound passes, with the current generation.
+        let bounded = Task { await service.waitForToken(fixture.shop, after: 1, timeout: .milliseconds(100)) }
+        #expect(await fixture.clock.waitForTimers(armed: 2))
+        await fixture.clock.advance(by: 0.1, firing: true)
+        #expect(await bounded.value.1 == 1)
+    }
+
+    /// The same token stored again is no new token (R19, R22): a waiter keeps waiting until its bound.
+    @Test func waitForTokenIsNotEndedByTheSameTokenStoredAgain() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        let token = fixture.token(expiringIn: 3600)
+        _ = try await service.setToken(token, for: fixture.shop)
+        let waiting = Task { await service.waitForToken(fixture.shop, after: 1, timeout: .seconds(3)) }
+        #expect(await fixture.clock.waitForTimers(armed: 1))
+        _ = try await service.setToken(token, for: fixture.shop)
+        await fixture.clock.advance(by: 3, firing: true)
+        let (jwt, generation) = await waiting.value
+        #expect(jwt?.compact == token && generation == 2)
     }
 
     @Test func identifyWithoutATokenClearsTheTokenAndKeepsTheIds() async throws {
@@ -294,8 +301,8 @@ struct AuthServiceTests {
         let clearing = Task { try await service.clear(fixture.shop, cause: .anonymize) }
         #expect(await first.waitFor(count: 1))
         #expect(await second.waitFor(count: 1))
-        let firstId = try #require(first.events.withLock { $0.first?.flushId })
-        let secondId = try #require(second.events.withLock { $0.first?.flushId })
+        let firstId = try #require(first.all.first?.flushId)
+        let secondId = try #require(second.all.first?.flushId)
         #expect(first.kinds == [.flushRequested])
         #expect(firstId != secondId)  // one per subscription, even of one process
         await service.acknowledgeFlush(fixture.shop, flushId: firstId)
@@ -308,7 +315,7 @@ struct AuthServiceTests {
         #expect(try fixture.store.load(fixture.shop) == nil)
         #expect(service.token(for: fixture.shop).token == nil)
         #expect(await first.waitFor(count: 2))
-        let cleared = try #require(first.events.withLock { $0.last })
+        let cleared = try #require(first.all.last)
         #expect(cleared.kind == .cleared && cleared.cause == "anonymize" && cleared.generation == 2)
     }
 
@@ -317,13 +324,40 @@ struct AuthServiceTests {
         let service = fixture.service
         _ = try await service.setToken(fixture.token(expiringIn: 3600), for: fixture.shop)
         let silent = Collector(await service.subscribe(fixture.shop, pid: 7)!)
-        let started = ContinuousClock.now
-        let result = try await service.clear(fixture.shop, cause: .anonymize)
-        #expect(ContinuousClock.now - started >= .milliseconds(200))
+        let clearing = Task { try await service.clear(fixture.shop, cause: .anonymize) }
+        #expect(await silent.waitFor(count: 1))  // asked to flush
+        #expect(await fixture.clock.waitForTimers(armed: 1))  // the bound runs
+        #expect(try fixture.store.load(fixture.shop) != nil)  // and nothing is cleared before it
+        await fixture.clock.advance(by: 0.2, firing: true)
+        let result = try await clearing.value
         #expect(result == ClearResult(asked: 1, unconfirmed: [UnconfirmedFlush(pid: 7, reason: .timedOut)]))
         #expect(try fixture.store.load(fixture.shop) == nil)
         #expect(await silent.waitFor(count: 2))
         #expect(silent.kinds == [.flushRequested, .cleared])
+    }
+
+    /// R28: a claim whose lease runs out ends, and the group's pending jwtError goes out again, so that another
+    /// app refreshes; a renewed claim holds on.
+    @Test func aLapsedLeaseEndsTheClaimAndSendsTheJwtErrorAgain() async throws {
+        let fixture = try Fixture()
+        let service = fixture.service
+        let events = Collector(await service.subscribe(fixture.shop, pid: 1)!)
+        _ = try await service.setToken(fixture.token(expiringIn: 30), for: fixture.shop)
+        #expect(await events.waitFor(count: 2))  // tokenRefreshed, then expiredSoon at once (R13)
+        #expect(await service.claimRefresh(fixture.shop, generation: 1, holder: 9, lease: 5))
+        #expect(await fixture.clock.waitForTimers(armed: 1))
+
+        // Renewed within the lease: the timer finds it renewed and waits again.
+        fixture.advance(4)
+        #expect(await service.claimRefresh(fixture.shop, generation: 1, holder: 9, renew: true, lease: 5))
+        await fixture.clock.advance(by: 1, firing: true)
+        #expect(!(await service.claimRefresh(fixture.shop, generation: 1, holder: 8)))
+        #expect(fixture.clock.pendingCount == 1)
+
+        await fixture.clock.advance(by: 4, firing: true)
+        #expect(await events.waitFor(count: 3))
+        #expect(events.all.last?.kind == .jwtError && events.all.last?.reason == .expiredSoon)
+        #expect(await service.claimRefresh(fixture.shop, generation: 1, holder: 8))
     }
 
     /// R9: clearLocalCustomerData is the wipe: no flush is asked for, nothing is waited for.
@@ -337,7 +371,7 @@ struct AuthServiceTests {
         #expect(try fixture.store.load(fixture.shop) == nil)
         #expect(await silent.waitFor(count: 1))
         #expect(silent.kinds == [.cleared])
-        #expect(silent.events.withLock { $0.first?.cause } == "clearLocalCustomerData")
+        #expect(silent.all.first?.cause == "clearLocalCustomerData")
     }
 
     @Test func clearWithoutSubscribersIsImmediateAndSummariesFollow() async throws {

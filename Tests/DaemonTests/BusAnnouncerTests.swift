@@ -71,8 +71,14 @@ struct BusAnnouncerTests {
         let directory = try TemporaryDirectory(prefix: "authd-late-bus")
         defer { directory.remove() }
         let path = directory.appending("bus")
-        let (thread, announcer) = try Self.announcer(on: .address("unix:path=\(path)"))
+        let logs = LogCapture()
+        let (thread, announcer) = try Self.announcer(on: .address("unix:path=\(path)"), logger: logs.logger())
         defer { thread.stop() }
+        // A barrier, not a pause: the first attempt and a retry both failed.
+        #expect(
+            BackgroundProcess.waitUntil(timeout: .seconds(10)) {
+                logs.entries.filter { $0.message.hasPrefix("D-Bus is not reachable") }.count >= 2
+            })
         #expect(!announcer.isConnected)
 
         let bus = try PrivateBus(socketPath: path)
@@ -83,10 +89,12 @@ struct BusAnnouncerTests {
     }
 
     /// An announcer on a loop of its own thread, and the handle other threads announce through.
-    static func announcer(on bus: BusAnnouncer.Bus) throws -> (LoopThread, BusAnnouncer.Announcements) {
+    static func announcer(on bus: BusAnnouncer.Bus, logger: Logger = Logger(label: "test")) throws -> (
+        LoopThread, BusAnnouncer.Announcements
+    ) {
         let thread = try LoopThread()
         let announcements = try thread.sync { context in
-            let announcer = try BusAnnouncer(bus: bus, loop: context.loop, logger: Logger(label: "test"))
+            let announcer = try BusAnnouncer(bus: bus, loop: context.loop, logger: logger)
             context.keep(announcer)
             context.onStop { announcer.stop() }
             return announcer.announcements

@@ -90,7 +90,12 @@ struct DaemonGroupTests {
         let started = ContinuousClock.now
         try waiter.send(
             #"{"method":"com.exponea.Auth.WaitForToken","parameters":{"group":"shop","after":0,"timeoutMs":5000}}"#)
-        usleep(100_000)
+        // A barrier: the waiting call makes its group known, so ListGroups shows it once the call waits.
+        #expect(
+            BackgroundProcess.waitUntil {
+                (try? setter.exchange(#"{"method":"com.exponea.Auth.ListGroups"}"#))?.contains(#""name":"shop""#)
+                    == true
+            })
         let token = TestJWT().token(expiringIn: 3600)
         _ = try setter.exchange(
             #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#)

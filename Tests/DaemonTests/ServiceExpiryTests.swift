@@ -58,7 +58,7 @@ struct ServiceExpiryTests {
         let service = AuthService(
             store: try Self.store(directory),
             records: records,
-            now: { clock.now },
+            clock: clock,
             logger: Logger(label: "test")
         )
         let events = await service.observeAll()
@@ -112,7 +112,7 @@ struct ServiceExpiryTests {
         defer { directory.remove() }
         let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
         let service = AuthService(
-            store: try Self.store(directory), records: [], now: { clock.now }, logger: Logger(label: "test"))
+            store: try Self.store(directory), records: [], clock: clock, logger: Logger(label: "test"))
         let events = await service.observeAll()
         _ = try await service.setToken(TestJWT().token(exp: 1_899_999_000), for: try AppGroup("shop"))
         #expect(await Self.nextEvent(events)?.kind == .tokenRefreshed)  // R6: even an expired token

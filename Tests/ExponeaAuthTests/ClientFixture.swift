@@ -4,17 +4,18 @@ import ExponeaAuth
 import Foundation
 import Synchronization
 
-/// Collects values from handlers and sequences, for async tests to wait on.
+/// Collects values from handlers and sequences, for async tests to wait on without sleeping (the test kit's
+/// ``Arrivals``: a waiter wakes when the value comes).
 final class Recorder<Value: Sendable>: Sendable {
-    private let values = Mutex<[Value]>([])
+    private let arrivals = Arrivals<Value>()
 
-    func append(_ value: Value) { values.withLock { $0.append(value) } }
+    func append(_ value: Value) { arrivals.append(value) }
 
-    var all: [Value] { values.withLock { $0 } }
+    var all: [Value] { arrivals.all }
 
     /// Whether `count` values arrive within `timeout`.
     func waitFor(count: Int, timeout: Duration = .seconds(10)) async -> Bool {
-        await BackgroundProcess.eventually(timeout: timeout) { all.count >= count }
+        await arrivals.waitFor(count: count, timeout: timeout)
     }
 }
 

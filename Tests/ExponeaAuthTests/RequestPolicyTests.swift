@@ -166,14 +166,16 @@ struct RequestPolicyTests {
         let (response, _) = try await auth.execute(.inAppMessages, transport: Self.transport)
         #expect(response.status == .forbidden)
         #expect(await server.seen(1).count == 1)
-        // A handler run would come as an event; a later set's event proves none came before it.
+        // A handler run would come as an event; a later set's event proves none came before it. The stream is
+        // taken before the set: it has every refresh from then on.
+        let refreshes = auth.tokenRefreshes
         let refreshed = Task { () -> Bool in
-            for await _ in auth.tokenRefreshes { return true }
+            for await _ in refreshes { return true }
             return false
         }
-        try await Task.sleep(for: .milliseconds(50))
         try await auth.setSdkAuthToken(TestJWT().token(expiringIn: 3600))
         #expect(await refreshed.value)
+        await MainActor.run {}  // the handler runs on the main actor: let one that was started run
         #expect(reasons.all.isEmpty)
     }
 
@@ -209,7 +211,15 @@ struct RequestPolicyTests {
         #expect(response.status == .unauthorized)
         #expect(server.seen.isEmpty)
         #expect(await reasons.waitFor(count: 1))
-        try await Task.sleep(for: .milliseconds(100))
+        // A second handler call would come from a second event; a later set's event proves none came before it.
+        let refreshes = auth.tokenRefreshes
+        let refreshed = Task { () -> Bool in
+            for await _ in refreshes { return true }
+            return false
+        }
+        try await auth.setSdkAuthToken(TestJWT().token(expiringIn: 3600))
+        #expect(await refreshed.value)
+        await MainActor.run {}
         #expect(reasons.all == [.notProvided])
     }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
+import HeapModule
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -13,7 +14,7 @@ import AuthCore
 /// ``fireDue(now:)`` when it fires and ``clockChanged(now:)`` when the wall clock was set. Each group reports
 /// `expiredSoon` at `exp - 60 s`, then `expired` at `exp`, once each per token set.
 ///
-/// Deadlines live in a binary min-heap with lazy deletion: re-setting or removing a group bumps its generation,
+/// Deadlines live in a min-heap (swift-collections' `Heap`) with lazy deletion: re-setting or removing a group bumps its generation,
 /// and heap entries of an older generation are dropped when they reach the top (or when the heap is compacted),
 /// so every operation is O(log n) amortised over ~100,000 groups. ``clockChanged(now:)`` is O(n).
 ///
@@ -46,7 +47,7 @@ public struct ExpiryScheduler: Sendable {
     }
 
     private var entries: [AppGroup: Entry] = [:]
-    private var heap = MinHeap<Armed>()
+    private var heap = Heap<Armed>()
     private var nextGeneration: UInt64 = 0
     /// How many entries have a pending deadline (live heap items).
     private var pendingCount = 0
@@ -156,7 +157,7 @@ public struct ExpiryScheduler: Sendable {
                 items.append(Armed(date: pending.date, generation: entry.generation, group: group))
             }
         }
-        heap = MinHeap(items)
+        heap = Heap(items)
         return events.sorted { ($0.deadline, $0.group) < ($1.deadline, $1.group) }
     }
 
@@ -206,7 +207,7 @@ public struct ExpiryScheduler: Sendable {
     /// rebuilds it from the live ones, so memory stays O(groups) however often tokens are re-set.
     private mutating func tidyHeap() {
         if heap.count > 2 * pendingCount + 64 {
-            heap = MinHeap(heap.elements.filter(isLive))
+            heap = Heap(heap.unordered.filter(isLive))
         }
         while let top = heap.min, !isLive(top) { _ = heap.popMin() }
     }

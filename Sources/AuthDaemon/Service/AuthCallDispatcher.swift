@@ -20,8 +20,6 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private let service: AuthService
     private let access: AccessControl
     private let logger: Logger
-    private let getTokenReplies = EncodedReplyCache()
-    private let eventReplies = EncodedEventCache()
     /// The connections that were granted a refresh claim, so that only their closing goes to the service.
     private let claimants = Claimants()
     /// One "Permission denied" line per user per interval, with a count: a flood of refused calls must not
@@ -149,7 +147,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let group = try permitted(call.stringParameter("group"), caller)
             // The service hands each event straight to the connection; this call only waits for the end: the
             // connection is gone, or the service dropped a subscriber that fell too far behind.
-            let sink = ConnectionEventSink(replies: replies, encoded: eventReplies)
+            let sink = ConnectionEventSink(replies: replies)
             guard let subscription = await service.subscribe(group, pid: caller.pid, sink: sink) else {
                 throw VarlinkError.tooManySubscribers(group: group.name)
             }
@@ -207,8 +205,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
     private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
         let group = try permitted(call.stringParameter("group"), caller)
-        let (token, generation) = service.token(for: group)
-        return try getTokenReplies.reply(for: group, generation: generation) {
+        return try service.getTokenReply(for: group) { token, generation in
             try VarlinkReplyEncoder.reply(
                 GetTokenResult(
                     token: token.map { CompactToken($0.compact) },

@@ -6,7 +6,7 @@ import AuthProtocol
 protocol AuthEventSink: Sendable {
     /// Passes `event` on, unless the subscriber is gone or has ``AuthService/subscriberBuffer`` events it has
     /// not taken yet.
-    func deliver(_ event: AuthEvent) -> AuthEventDelivery
+    func deliver(_ event: OutgoingEvent) -> AuthEventDelivery
 
     /// The service dropped the subscription for falling behind: no event comes any more.
     func dropped()
@@ -27,8 +27,8 @@ enum AuthEventDelivery: Sendable {
 struct StreamEventSink: AuthEventSink {
     let continuation: AsyncStream<AuthEvent>.Continuation
 
-    func deliver(_ event: AuthEvent) -> AuthEventDelivery {
-        switch continuation.yield(event) {
+    func deliver(_ event: OutgoingEvent) -> AuthEventDelivery {
+        switch continuation.yield(event.event) {
         case .enqueued: .delivered
         case .dropped: .overflowed
         case .terminated: .gone

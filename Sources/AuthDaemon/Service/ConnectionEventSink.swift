@@ -22,23 +22,19 @@ final class ConnectionEventSink: AuthEventSink {
     }
 
     private let replies: VarlinkReplies
-    private let encoded: EncodedEventCache
     private let state = Mutex(State.open(waiter: nil))
 
-    /// - Parameters:
-    ///   - replies: The Subscribe call's replies.
-    ///   - encoded: The encoded events, shared by every subscription.
-    init(replies: VarlinkReplies, encoded: EncodedEventCache) {
+    /// - Parameter replies: The Subscribe call's replies.
+    init(replies: VarlinkReplies) {
         self.replies = replies
-        self.encoded = encoded
     }
 
     /// Hands the event's reply to the connection, unless ``AuthService/subscriberBuffer`` replies or more are
     /// still waiting to be written there.
-    func deliver(_ event: AuthEvent) -> AuthEventDelivery {
+    func deliver(_ event: OutgoingEvent) -> AuthEventDelivery {
         guard replies.backlog < AuthService.subscriberBuffer else { return .overflowed }
         do {
-            try replies.send(encoded.reply(for: event))
+            try replies.send(event.subscribeReply())
             return .delivered
         } catch {
             finish(.connectionGone)

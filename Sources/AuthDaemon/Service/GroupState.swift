@@ -8,11 +8,13 @@ import AuthProtocol
     import Foundation
 #endif
 
-/// What the service holds for one app group in memory.
+/// What ``GroupTable`` holds for one app group.
 ///
-/// Every group has a token, an identity and a generation; only a group in use has subscribers, waiters, a
-/// refresh lease, recent jwtErrors or a pending flush. Those live out of line (``Activity``, allocated on first
-/// use), so that each of 100,000 idle groups takes 56 bytes here instead of 128.
+/// Every group has a token, an identity and a generation; only a group in use has a refresh claim, recent
+/// jwtErrors, or a token set again without change. Those live out of line (``Activity``, allocated on first use),
+/// so that each of 100,000 idle groups stays small. Subscribers, waiters, a pending flush and the write queue are
+/// not here: ``SubscriptionHub``, ``WaitList``, ``FlushCoordinator`` and ``WriteQueue`` hold them, for the few
+/// groups that have any.
 struct GroupState {
     var token: StreamJWT?
     var customerIds: [String: String] = [:]
@@ -33,15 +35,10 @@ struct GroupState {
 
     /// What only a group in use has.
     struct Activity {
-        var subscribers: [UInt64: Subscriber] = [:]
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var refreshClaim: RefreshClaim?
         var lastJwtError: [JwtErrorKey: Date] = [:]
         var pendingJwtError: JwtErrorKey?
         var tokenSince: UInt64?
-        var pendingFlush: PendingFlush?
-        var writing = false
-        var waitingToWrite: [CheckedContinuation<Void, Never>] = []
     }
 
     /// The box ``activity`` lives in; copied before a change when shared, so `GroupState` keeps value semantics.
@@ -62,16 +59,6 @@ struct GroupState {
         }
     }
 
-    /// Apps streaming the group's events, by subscription id.
-    var subscribers: [UInt64: Subscriber] {
-        get { inUse.subscribers }
-        _modify { yield &inUse.subscribers }
-    }
-    /// WaitForToken calls waiting for a newer generation, by waiter id.
-    var waiters: [UInt64: CheckedContinuation<Void, Never>] {
-        get { inUse.waiters }
-        _modify { yield &inUse.waiters }
-    }
     /// The generation at which the current token (or its absence) was stored: a set of the same token again,
     /// or a change of identity alone, leaves it (R19: the token was replaced only when it is another token).
     /// Kept out of line, as it differs from ``generation`` only after such a set: an idle group stays small.
@@ -88,35 +75,19 @@ struct GroupState {
 
     /// The refresh claim: who holds it, for which generation, until when.
     var refreshClaim: RefreshClaim? {
-        get { inUse.refreshClaim }
+        get { activity?.value.refreshClaim }
         _modify { yield &inUse.refreshClaim }
     }
     /// The last jwtError sent: the group waits on it while its generation is the current one, and sends it
     /// again when a claimant goes away, and to an app that subscribes.
     var pendingJwtError: JwtErrorKey? {
-        get { inUse.pendingJwtError }
+        get { activity?.value.pendingJwtError }
         _modify { yield &inUse.pendingJwtError }
     }
     /// When each (reason, generation) jwtError was last sent, to send it once per window.
     var lastJwtError: [JwtErrorKey: Date] {
-        get { inUse.lastJwtError }
+        get { activity?.value.lastJwtError ?? [:] }
         _modify { yield &inUse.lastJwtError }
-    }
-    /// The flush a clear is waiting for.
-    var pendingFlush: PendingFlush? {
-        get { inUse.pendingFlush }
-        _modify { yield &inUse.pendingFlush }
-    }
-
-    /// A write of the group's record is running (see `AuthService.writingAlone`).
-    var writing: Bool {
-        get { inUse.writing }
-        _modify { yield &inUse.writing }
-    }
-    /// Writes of the group's record waiting for the one running, in order.
-    var waitingToWrite: [CheckedContinuation<Void, Never>] {
-        get { inUse.waitingToWrite }
-        _modify { yield &inUse.waitingToWrite }
     }
 
     /// The customer a jwtError's handler should fetch a token for: the identified customer, or, when none
@@ -125,15 +96,8 @@ struct GroupState {
         customerIds.isEmpty ? (token?.claims.customerIds ?? [:]) : customerIds
     }
 
-    struct Subscriber {
-        /// The process that subscribed, for the log.
-        var pid: Int32
-        /// Where its events go.
-        var sink: any AuthEventSink
-    }
-
     /// A granted ClaimRefresh (R28).
-    struct RefreshClaim {
+    struct RefreshClaim: Equatable {
         /// Tells this claim from a later one, for its lease's timer.
         var id: UInt64
         /// The generation being refreshed.
@@ -149,18 +113,5 @@ struct GroupState {
     struct JwtErrorKey: Hashable {
         var reason: JwtErrorReason
         var generation: UInt64
-    }
-
-    struct PendingFlush {
-        /// Tells this flush from a later one, for its timeout.
-        var id: UInt64
-        /// The flushIds not yet acknowledged, with the subscription each was sent to and its process.
-        var waitingFor: [String: (subscription: UInt64, pid: Int32)]
-        /// The subscriptions that ended before they acknowledged.
-        var dropped: [UnconfirmedFlush] = []
-        /// How many subscriptions were asked.
-        var asked: Int
-        /// The clears waiting for the flush to end, each told who did not confirm.
-        var done: [CheckedContinuation<ClearResult, Never>]
     }
 }
