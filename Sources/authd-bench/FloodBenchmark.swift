@@ -147,6 +147,8 @@ struct FloodClient: ParsableCommand {
     @Option(help: "The plan, as JSON.") var plan: String
 
     func run() throws {
+        // A refused connection is closed by the daemon, maybe before the GetInfo is written: EPIPE, not SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
         let plan = try JSONDecoder().decode(Plan.self, from: Data(plan.utf8))
         var held: [UnixStream] = []
         var refused = 0
