@@ -117,7 +117,7 @@ struct ExponeaAuthd: ParsableCommand {
         let coreDumps = authd_disable_core_dumps() == 0 ? nil : String(cString: strerror(errno))
         // First, before any thread starts, so that every thread inherits the blocked signals.
         var signals = SignalWaiter()
-        // Then, before the first task: Swift concurrency runs on NIO's event loops, not libdispatch's pool.
+        // Then, before the first task: Swift concurrency runs on an event loop of its own, not libdispatch's pool.
         let onEventLoops = Daemon.useEventLoopsForConcurrency()
 
         let mode: DaemonMode = user ? .user : .system
