@@ -170,21 +170,27 @@ public struct Daemon: Sendable {
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"
     }
 
-    /// Makes NIO's event loops Swift concurrency's global executor, so the daemon's tasks and actor run on the
-    /// threads that serve the socket, and libdispatch starts no worker pool (whose monitor wakes every second
-    /// for the life of the process). Call it on the main thread before the first task.
+    /// Makes an event loop of its own Swift concurrency's global executor, so that the daemon's tasks and actor
+    /// run on a thread NIO drives and libdispatch starts no worker pool (whose monitor wakes every second for the
+    /// life of the process). Call it on the main thread before the first task.
+    ///
+    /// Not on the loops that serve the socket: a loop runs every job queued to it before it polls its sockets
+    /// again, so with the calls' tasks on those loops, one user flooding calls (each call's end lets its
+    /// connection take the next ones it had sent) made each poll wait for every call the flood had buffered, and
+    /// another user's GetToken (answered at once on the loop) waited as long: seconds in a debug build. On a loop
+    /// of their own, the tasks queue among themselves, and the socket loops poll between short runs of work.
     ///
     /// NIO's own `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()` finds
     /// the runtime's hook with `dlsym`, which fails in a binary with the runtime linked in (`--static-swift-stdlib`
-    /// hides the archives' symbols); the hook is set here by reference instead, to the same job: each job goes to
-    /// an event loop of NIO's singleton group, the current one when called from one.
+    /// hides the archives' symbols), and would put the jobs on the socket loops; the hook is set here by
+    /// reference instead.
     ///
-    /// - Returns: Whether the event loops took over (false when another hook was already set).
+    /// - Returns: Whether the loop took over (false when another hook was already set).
     @discardableResult
     public static func useEventLoopsForConcurrency() -> Bool {
         typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
         let hook: EnqueueGlobalHook = { job, _ in
-            MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
+            Daemon.concurrencyLoop.executor.enqueue(ExecutorJob(job))
         }
         return withUnsafePointer(to: hook) { pointer in
             pointer.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 1) {
@@ -192,6 +198,10 @@ public struct Daemon: Sendable {
             }
         }
     }
+
+    /// The loop that runs every task and the actor once ``useEventLoopsForConcurrency()`` set the hook: one
+    /// thread, apart from NIO's singleton loops that serve the socket.
+    static let concurrencyLoop: any EventLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1).next()
 
     /// `org.varlink.service` and `com.exponea.Auth`.
     var serviceHandler: VarlinkServiceHandler {

@@ -34,8 +34,9 @@ final class ConnectionActivity: Sendable {
     private let bytes = Atomic<Int>(0)
     private let queuedWrites = Atomic<Int>(0)
     private let waiting = Atomic<Bool>(false)
-    /// Held in a class: assigning a bare optional closure inside `Mutex.withLock` compiled (debug, Swift 6.3.1)
-    /// to two reabstraction thunks that called each other forever, spinning an event loop at 100% CPU.
+    /// What wakes the loop, swapped as one reference under the lock. (A debug daemon once sampled at 100% CPU in
+    /// the thunks around this closure was not looping in them: its event loops ran every task of a flood before
+    /// polling again, and the wake-up is what runs most often then; see `Daemon.useEventLoopsForConcurrency`.)
     private let wake = Mutex<Waker?>(nil)
     /// Calls in flight at which the connection stops reading.
     let maximumCalls: Int

@@ -264,8 +264,9 @@ public final class VarlinkServer: Sendable {
             await handler.handle(call, from: peer, connection: connection, replies: replies)
         }
         // No more calls will come (the peer shut down its side): close once the replies are written. The replies
-        // were handed to the loop with `execute`; a task running on that same loop (NIO as the global executor)
-        // would overtake them with a direct write, so it first lets the loop run what it was handed.
+        // were handed to the loop with `execute`; a task running on that same loop (if the global executor were
+        // the channel's loop) would overtake them with a direct write, so it first lets the loop run what it was
+        // handed.
         try? await channel.eventLoop.submit {}.get()
         try? await channel.writeAndFlush(ByteBuffer()).get()
         try? await channel.close()

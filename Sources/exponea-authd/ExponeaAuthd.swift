@@ -125,7 +125,7 @@ struct ExponeaAuthd: ParsableCommand {
             _ = message.withUTF8 { write(2, $0.baseAddress, $0.count) }
             throw ExitCode.failure
         }
-        // Then, before the first task: Swift concurrency runs on NIO's event loops, not libdispatch's pool.
+        // Then, before the first task: Swift concurrency runs on an event loop of its own, not libdispatch's pool.
         let onEventLoops = Daemon.useEventLoopsForConcurrency()
 
         let mode: DaemonMode = user ? .user : .system

@@ -133,10 +133,7 @@ struct FloodTests {
         #expect(groups.first { $0["name"] as? String == "bobs" }?["subscribers"] as? Int == 256)
     }
 
-    // Hangs since the merge with NIO as the global executor (issue 13): the daemon stays busy on bob's flood and the
-    // test never ends; it passed on the transport branch alone. Disabled so that CI stays bounded, until found.
-    @Test(.disabled("hangs with NIO as the global executor; see the comment"))
-    func aUserAtItsShareAndFloodingLeavesOthersServed() throws {
+    @Test func aUserAtItsShareAndFloodingLeavesOthersServed() throws {
         // The whole bound is 600: without a share per user, bob could hold every connection.
         let session = try Session(arguments: ["--max-connections", "600", "--max-connections-per-user", "256"])
         let flood = try Flooder(
