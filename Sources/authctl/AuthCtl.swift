@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import CProcessControl
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @main
 struct AuthCtl: AsyncParsableCommand {
@@ -46,7 +55,7 @@ struct AuthCtl: AsyncParsableCommand {
             var message = fullMessage(for: error)
             if message.hasPrefix("Error: ") { message = "authctl: " + message.dropFirst("Error: ".count) }
             printError(message)
-            Foundation.exit(AuthCtlExit.usage.rawValue)
+            Glibc.exit(AuthCtlExit.usage.rawValue)
         }
     }
 }

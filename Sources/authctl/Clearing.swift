@@ -1,7 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
+import AuthCore
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// What `anonymize` and `stop` share: the daemon asks the group's apps to flush their pending events (waiting
 /// at most the daemon's --flush-timeout, 2 seconds by default), then clears token and customer ids and tells
@@ -25,8 +35,8 @@ enum GroupClearing {
     ) async throws {
         let result = try await options.withClient { try await call($0, group) }
         if options.json {
-            let unconfirmed: [[String: Any]] = result.unconfirmed.map {
-                ["pid": Int($0.pid), "reason": $0.reason.rawValue]
+            let unconfirmed: [[String: JSONValue]] = result.unconfirmed.map {
+                ["pid": Int($0.pid).json, "reason": $0.reason.rawValue.json]
             }
             printLine(jsonLine(["group": group, "cause": cause, "asked": result.asked, "unconfirmed": unconfirmed]))
         } else {

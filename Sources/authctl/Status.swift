@@ -1,7 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
+import AuthCore
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension AuthCtl {
     struct Status: AsyncParsableCommand {
@@ -19,10 +29,10 @@ extension AuthCtl {
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
-            let (info, groups, socket) = try await options.withClient { client in
+            let (info, list, socket) = try await options.withClient { client in
                 (try await client.info(), try await client.listGroups(), client.socketPath)
             }
-            let withToken = groups.count(where: \.hasToken)
+            let (groups, withToken) = (list.count, list.count(where: \.hasToken))
             if options.json {
                 printLine(
                     jsonLine([
@@ -32,7 +42,7 @@ extension AuthCtl {
                         "url": info.url,
                         "interfaces": info.interfaces,
                         "socket": socket,
-                        "groups": groups.count,
+                        "groups": groups,
                         "groupsWithToken": withToken,
                     ])
                 )
@@ -42,7 +52,7 @@ extension AuthCtl {
                     daemon:     \(info.product) \(info.version) (\(info.vendor))
                     socket:     \(socket)
                     interfaces: \(info.interfaces.joined(separator: ", "))
-                    groups:     \(groups.count) (\(withToken) with a token)
+                    groups:     \(groups) (\(withToken) with a token)
                     """
                 )
             }
@@ -68,15 +78,15 @@ extension AuthCtl {
         func run() async throws {
             let groups = try await options.withClient { try await $0.listGroups() }
             if options.json {
-                let rows: [[String: Any]] = groups.map { group in
-                    [
-                        "name": group.name,
-                        "hasToken": group.hasToken,
-                        "state": group.state.rawValue,
-                        "expiresAt": orNull(group.expiresAt),
-                        "generation": group.generation,
-                        "subscribers": group.subscribers,
-                    ]
+                let rows: [JSONValue] = groups.map { group in
+                    .object([
+                        "name": group.name.json,
+                        "hasToken": group.hasToken.json,
+                        "state": group.state.rawValue.json,
+                        "expiresAt": group.expiresAt.json,
+                        "generation": group.generation.json,
+                        "subscribers": group.subscribers.json,
+                    ])
                 }
                 printLine(jsonLine(["groups": rows]))
                 return
@@ -103,7 +113,7 @@ extension AuthCtl {
             let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
             return rows.map { row in
                 row.enumerated().map { column, cell in
-                    column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    column == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[column] - cell.count)
                 }
                 .joined(separator: "  ")
             }

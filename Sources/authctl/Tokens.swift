@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension AuthCtl {
     struct Get: AsyncParsableCommand {
@@ -72,11 +81,11 @@ extension AuthCtl {
                 printLine(
                     jsonLine([
                         "group": name,
-                        "token": orNull(result.token?.value),
+                        "token": result.token?.value,
                         "generation": result.generation,
                         "state": state.rawValue,
-                        "expiresAt": orNull(result.claims?.expiresAt),
-                        "customerIds": orNull(result.claims?.customerIds),
+                        "expiresAt": result.claims?.expiresAt,
+                        "customerIds": result.claims?.customerIds,
                     ])
                 )
             } else if let token = result.token {
@@ -232,7 +241,7 @@ extension AuthCtl {
                     jsonLine([
                         "group": name,
                         "state": result.state.rawValue,
-                        "reason": orNull(result.reason?.rawValue),
+                        "reason": result.reason?.rawValue,
                         "generation": result.generation,
                     ])
                 )

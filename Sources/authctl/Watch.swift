@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension AuthCtl {
     struct Watch: AsyncParsableCommand {
@@ -77,7 +86,7 @@ extension AuthCtl {
         }
 
         static func json(_ event: AuthEvent) -> String {
-            var object: [String: Any] = [
+            var object: [String: any JSONRepresentable] = [
                 "kind": event.kind.rawValue, "group": event.group, "generation": event.generation,
             ]
             if let reason = event.reason { object["reason"] = reason.rawValue }
