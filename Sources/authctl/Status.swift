@@ -29,10 +29,11 @@ extension AuthCtl {
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
-            let (info, list, socket) = try await options.withClient { client in
-                (try await client.info(), try await client.listGroups(), client.socketPath)
+            // The daemon counts (CountGroups): with thousands of groups, the list itself would be most of the work.
+            let (info, counts, socket) = try await options.withClient { client in
+                (try await client.info(), try await client.countGroups(), client.socketPath)
             }
-            let (groups, withToken) = (list.count, list.count(where: \.hasToken))
+            let (groups, withToken) = (counts.groups, counts.withToken)
             if options.json {
                 printLine(
                     jsonLine([
