@@ -16,7 +16,7 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, throughput, fanout, bus, scale, durability, agents, footprint, flood
+    case latency, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl
 }
 
 struct Run: ParsableCommand {
@@ -74,6 +74,7 @@ struct Run: ParsableCommand {
             case .agents: try RefreshAgentBenchmark(settings).run(report)
             case .footprint: try FootprintBenchmark(settings).run(report)
             case .flood: try FloodBenchmark(settings).run(report)
+            case .authctl: try AuthctlBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)
