@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import CProcessControl
+import ExponeaAuth
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -42,9 +43,21 @@ struct AuthCtl: AsyncParsableCommand {
         // A token read from standard input or received from the daemon must not reach a core dump (as ssh-agent
         // does); a failure changes nothing else, so it is not reported.
         _ = authd_disable_core_dumps()
+        let arguments = Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst()))
+        if let get = GetFastPath(arguments) {
+            do {
+                let client = AuthDaemonClient(socketPath: get.socket, unavailableBound: DaemonOptions.unavailableBound)
+                try await Get.printToken(
+                    group: get.group, header: get.header, wait: nil, json: get.json, client: client)
+                return
+            } catch let code as ExitCode {
+                Glibc.exit(code.rawValue)
+            } catch {
+                exit(withError: error)
+            }
+        }
         do {
-            var command = try await asyncParseAsRoot(
-                Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst())))
+            var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {

@@ -56,6 +56,7 @@ enum GroupClearing {
 extension AuthCtl {
     struct Anonymize: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "anonymize",
             abstract: "Forget an app group's customer: flush, then clear token and customer ids.",
             discussion: """
                 What an app does when its user logs out (the SDK's anonymize).
@@ -80,6 +81,7 @@ extension AuthCtl {
 
     struct Stop: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "stop",
             abstract: "Stop an app group's integration: flush, then clear token and customer ids.",
             discussion: """
                 What an app does when the integration stops (the SDK's stopIntegration); the apps are \
@@ -104,6 +106,7 @@ extension AuthCtl {
 
     struct Clear: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "clear",
             abstract: "Wipe an app group's local customer data at once, without a flush.",
             discussion: """
                 What an app does for the SDK's clearLocalCustomerData: the wipe for a revoked consent \

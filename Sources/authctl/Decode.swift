@@ -15,6 +15,7 @@ import ExponeaAuth
 extension AuthCtl {
     struct Decode: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "decode",
             abstract: "Show the header and claims of a stream JWT read from standard input.",
             discussion: """
                 Prints the algorithm, key id, expiry (in local time, with the time left), the token's \

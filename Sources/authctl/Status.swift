@@ -16,6 +16,7 @@ import ExponeaAuth
 extension AuthCtl {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Show which daemon answers, where, and how many app groups it holds.",
             discussion: """
                 Prints the daemon's product and version, the socket, its Varlink interfaces and the \

@@ -15,6 +15,7 @@ import ExponeaAuth
 extension AuthCtl {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "get",
             abstract: "Print an app group's token.",
             usage: "authctl get <group> [--header] [--wait[=<seconds>]] [--socket <path>]\n"
                 + "            [--json]",
@@ -66,18 +67,34 @@ extension AuthCtl {
         }
 
         func run() async throws {
-            let name = group.group
+            try await Self.printToken(
+                group: group.group, header: header, wait: wait, json: options.json, client: options.client())
+        }
+
+        /// What `get` does once its command line is read (by ArgumentParser, or by ``GetFastPath``): prints the
+        /// group's token, or its JSON, and ends with exit status 3 without a usable token.
+        static func printToken(group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient)
+            async throws
+        {
+            do {
+                try await fetchAndPrint(group: name, header: header, wait: wait, json: json, client: client)
+            } catch let error as AuthClientError {
+                throw report(error)
+            }
+        }
+
+        private static func fetchAndPrint(
+            group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient
+        ) async throws {
             if let wait {
-                let fresh = try await options.withClient {
-                    try await Self.waitForFreshToken(group: name, client: $0, bound: .seconds(wait))
-                }
+                let fresh = try await Self.waitForFreshToken(group: name, client: client, bound: .seconds(wait))
                 if !fresh { printError("authctl: no fresh token for app group '\(name)' came within \(wait) s") }
             }
-            let result = try await options.withClient { try await $0.getToken(group: name) }
+            let result = try await client.getToken(group: name)
             let now = Date()
             let expiresAt = result.claims.map { Date(timeIntervalSince1970: $0.expiresAt) }
             let state: TokenState = expiresAt.map { TokenState(expiresAt: $0, at: now) } ?? .notProvided
-            if options.json {
+            if json {
                 printLine(
                     jsonLine([
                         "group": name,
@@ -214,6 +231,7 @@ extension AuthCtl {
 
     struct Preflight: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "preflight",
             abstract: "Run the check an app runs before a stream request, and print its outcome.",
             discussion: """
                 Prints the token's state (valid, expiredSoon, expired or notProvided), the reason for \
@@ -261,6 +279,7 @@ extension AuthCtl {
 
     struct Identify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "identify",
             abstract: "Store the customer ids of an app group, with or without a token.",
             usage: "authctl identify <group> --id <key=value> ... [--token-stdin] [<options>]",
             discussion: """

@@ -15,6 +15,7 @@ import ExponeaAuth
 extension AuthCtl {
     struct Watch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "watch",
             abstract: "Print an app group's events as they happen, until interrupted.",
             discussion: """
                 One line per event, flushed at once, such as:

@@ -35,6 +35,12 @@ struct ErrorAndHelpTests {
         (["set", ".hidden"], "authctl: '.hidden' is not an app group name: "),
         (["frobnicate"], "authctl: Unexpected argument 'frobnicate'"),
         (["status", "--socket", ""], "authctl: --socket needs a path"),
+        // get's own reader (GetFastPath) leaves each of these to ArgumentParser, with its message.
+        (["get", "shop", "--socket", ""], "authctl: --socket needs a path"),
+        (["get", "shop", "--socket="], "authctl: Missing value for '--socket <path>'"),
+        (["get", "shop", "--socket"], "authctl: Missing value for '--socket <path>'"),
+        (["get", "shop", "news"], "authctl: Unexpected argument 'news'"),
+        (["get", "shop", "-x"], "authctl: Unknown option '-x'"),
     ])
     func aWrongCommandLineExitsWith2(arguments: [String], message: String) throws {
         let result = try runAuthctl(arguments)
