@@ -44,11 +44,16 @@ struct AuthCtl: AsyncParsableCommand {
         // does); a failure changes nothing else, so it is not reported.
         _ = authd_disable_core_dumps()
         let arguments = Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst()))
-        if let get = GetFastPath(arguments) {
+        if let fast = FastCommandLine(arguments) {
             do {
-                let client = AuthDaemonClient(socketPath: get.socket, unavailableBound: DaemonOptions.unavailableBound)
-                try await Get.printToken(
-                    group: get.group, header: get.header, wait: nil, json: get.json, client: client)
+                let client = AuthDaemonClient(socketPath: fast.socket, unavailableBound: DaemonOptions.unavailableBound)
+                switch fast.command {
+                case .get:
+                    try await Get.printToken(
+                        group: fast.group ?? "", header: fast.header, wait: nil, json: fast.json, client: client)
+                case .status:
+                    try await Status.printStatus(json: fast.json, client: client)
+                }
                 return
             } catch let code as ExitCode {
                 Glibc.exit(code.rawValue)

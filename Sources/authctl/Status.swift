@@ -30,12 +30,20 @@ extension AuthCtl {
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
+            try await Self.printStatus(json: options.json, client: options.client())
+        }
+
+        /// What `status` does once its command line is read (by ArgumentParser, or by ``FastCommandLine``).
+        static func printStatus(json: Bool, client: AuthDaemonClient) async throws {
             // The daemon counts (CountGroups): with thousands of groups, the list itself would be most of the work.
-            let (info, counts, socket) = try await options.withClient { client in
-                (try await client.info(), try await client.countGroups(), client.socketPath)
+            let (info, counts): (DaemonInfo, CountGroupsResult)
+            do {
+                (info, counts) = (try await client.info(), try await client.countGroups())
+            } catch {
+                throw report(error)
             }
-            let (groups, withToken) = (counts.groups, counts.withToken)
-            if options.json {
+            let (groups, withToken, socket) = (counts.groups, counts.withToken, client.socketPath)
+            if json {
                 printLine(
                     jsonLine([
                         "product": info.product,

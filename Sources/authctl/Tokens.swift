@@ -71,7 +71,7 @@ extension AuthCtl {
                 group: group.group, header: header, wait: wait, json: options.json, client: options.client())
         }
 
-        /// What `get` does once its command line is read (by ArgumentParser, or by ``GetFastPath``): prints the
+        /// What `get` does once its command line is read (by ArgumentParser, or by ``FastCommandLine``): prints the
         /// group's token, or its JSON, and ends with exit status 3 without a usable token.
         static func printToken(group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient)
             async throws

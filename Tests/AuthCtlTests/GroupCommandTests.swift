@@ -65,6 +65,12 @@ struct GroupCommandTests {
         )
         #expect(result.status == 0)
         #expect(try parseJSON(result.standardOutput)["socket"] as? String == daemon.socketPath)
+        // Read by authctl's own reader of status, or by ArgumentParser (a repeated option): the same.
+        for arguments in [["status", "--socket=\(daemon.socketPath)"], ["status", "--json", "--json"]] {
+            let other = try daemon.authctl(arguments)
+            #expect(other.status == 0, "\(arguments): \(other.standardError)")
+            #expect(other.standardOutput.contains(daemon.socketPath), "\(arguments)")
+        }
     }
 
     @Test func listPrintsATableOrJSON() throws {
