@@ -2,6 +2,7 @@
 import ArgumentParser
 import CProcessControl
 import ExponeaAuth
+import NIOCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -43,6 +44,8 @@ struct AuthCtl: AsyncParsableCommand {
         // A token read from standard input or received from the daemon must not reach a core dump (as ssh-agent
         // does); a failure changes nothing else, so it is not reported.
         _ = authd_disable_core_dumps()
+        // One command, one connection at a time: one event-loop thread, not one per core, to start.
+        NIOSingletons.groupLoopCountSuggestion = 1
         let arguments = Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst()))
         if let fast = FastCommandLine(arguments) {
             do {
