@@ -24,6 +24,7 @@ public enum AuthInterface {
         case claimRefresh = "ClaimRefresh"
         case releaseRefresh = "ReleaseRefresh"
         case listGroups = "ListGroups"
+        case countGroups = "CountGroups"
 
         /// The fully qualified name, such as `com.exponea.Auth.GetToken`.
         public var qualifiedName: String { "\(AuthInterface.name).\(rawValue)" }

@@ -269,8 +269,20 @@ public struct ListGroupsResult: Codable, Hashable, Sendable {
     public init(groups: [GroupSummary]) { self.groups = groups }
 }
 
+/// CountGroups' result: how many groups ListGroups would list, without listing them.
+public struct CountGroupsResult: Codable, Hashable, Sendable {
+    /// The groups the caller may use.
+    public var groups: Int
+    /// How many of them have a token (valid or not).
+    public var withToken: Int
+    public init(groups: Int, withToken: Int) {
+        self.groups = groups
+        self.withToken = withToken
+    }
+}
+
 /// The empty result of ClearLocalCustomerData and AcknowledgeFlush, and the empty
-/// parameters of ListGroups.
+/// parameters of ListGroups and CountGroups.
 public struct EmptyPayload: Codable, Hashable, Sendable {
     public init() {}
 }

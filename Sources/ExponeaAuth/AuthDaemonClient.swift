@@ -223,6 +223,12 @@ public actor AuthDaemonClient {
         return result.groups
     }
 
+    /// How many groups this user may use, and how many of them have a token: ``listGroups()``'s count,
+    /// without the list.
+    public func countGroups() async throws(AuthClientError) -> CountGroupsResult {
+        try await call("CountGroups", EmptyPayload())
+    }
+
     /// What the daemon says about itself (`org.varlink.service.GetInfo`).
     public func info() async throws(AuthClientError) -> DaemonInfo {
         try await call("GetInfo", EmptyPayload(), interface: "org.varlink.service")

@@ -39,6 +39,8 @@ public struct JwtErrorContext: Hashable, Sendable {
 public typealias AuthEvent = AuthProtocol.AuthEvent
 /// One app group as `ListGroups` shows it.
 public typealias GroupSummary = AuthProtocol.GroupSummary
+/// How many app groups `CountGroups` counts, and how many of them have a token.
+public typealias CountGroupsResult = AuthProtocol.CountGroupsResult
 /// A token's claims as the daemon read them.
 public typealias ClaimsPayload = AuthProtocol.ClaimsPayload
 /// A token on the wire; its description never shows the token.

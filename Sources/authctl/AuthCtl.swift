@@ -2,7 +2,18 @@
 import ArgumentParser
 import AuthCore
 import CProcessControl
-import Foundation
+import ExponeaAuth
+import NIOCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @main
 struct AuthCtl: AsyncParsableCommand {
@@ -34,9 +45,28 @@ struct AuthCtl: AsyncParsableCommand {
         // A token read from standard input or received from the daemon must not reach a core dump (as ssh-agent
         // does); a failure changes nothing else, so it is not reported.
         _ = authd_disable_core_dumps()
+        // One command, one connection at a time: one event-loop thread, not one per core, to start.
+        NIOSingletons.groupLoopCountSuggestion = 1
+        let arguments = Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst()))
+        if let fast = FastCommandLine(arguments) {
+            do {
+                let client = AuthDaemonClient(socketPath: fast.socket, unavailableBound: DaemonOptions.unavailableBound)
+                switch fast.command {
+                case .get:
+                    try await Get.printToken(
+                        group: fast.group ?? "", header: fast.header, wait: nil, json: fast.json, client: client)
+                case .status:
+                    try await Status.printStatus(json: fast.json, client: client)
+                }
+                return
+            } catch let code as ExitCode {
+                Glibc.exit(code.rawValue)
+            } catch {
+                exit(withError: error)
+            }
+        }
         do {
-            var command = try await asyncParseAsRoot(
-                Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst())))
+            var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -47,7 +77,7 @@ struct AuthCtl: AsyncParsableCommand {
             var message = fullMessage(for: error)
             if message.hasPrefix("Error: ") { message = "authctl: " + message.dropFirst("Error: ".count) }
             printError(message)
-            Foundation.exit(AuthCtlExit.usage.rawValue)
+            Glibc.exit(AuthCtlExit.usage.rawValue)
         }
     }
 }

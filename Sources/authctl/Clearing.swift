@@ -1,7 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
+import AuthCore
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// What `anonymize` and `stop` share: the daemon asks the group's apps to flush their pending events (waiting
 /// at most the daemon's --flush-timeout, 2 seconds by default), then clears token and customer ids and tells
@@ -25,8 +35,8 @@ enum GroupClearing {
     ) async throws {
         let result = try await options.withClient { try await call($0, group) }
         if options.json {
-            let unconfirmed: [[String: Any]] = result.unconfirmed.map {
-                ["pid": Int($0.pid), "reason": $0.reason.rawValue]
+            let unconfirmed: [[String: JSONValue]] = result.unconfirmed.map {
+                ["pid": Int($0.pid).json, "reason": $0.reason.rawValue.json]
             }
             printLine(jsonLine(["group": group, "cause": cause, "asked": result.asked, "unconfirmed": unconfirmed]))
         } else {
@@ -46,6 +56,7 @@ enum GroupClearing {
 extension AuthCtl {
     struct Anonymize: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "anonymize",
             abstract: "Forget an app group's customer: flush, then clear token and customer ids.",
             discussion: """
                 What an app does when its user logs out (the SDK's anonymize).
@@ -70,6 +81,7 @@ extension AuthCtl {
 
     struct Stop: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "stop",
             abstract: "Stop an app group's integration: flush, then clear token and customer ids.",
             discussion: """
                 What an app does when the integration stops (the SDK's stopIntegration); the apps are \
@@ -94,6 +106,7 @@ extension AuthCtl {
 
     struct Clear: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "clear",
             abstract: "Wipe an app group's local customer data at once, without a flush.",
             discussion: """
                 What an app does for the SDK's clearLocalCustomerData: the wipe for a revoked consent \

@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The options of every command that talks to the daemon.
 struct DaemonOptions: ParsableArguments {

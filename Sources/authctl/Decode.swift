@@ -1,11 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension AuthCtl {
     struct Decode: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "decode",
             abstract: "Show the header and claims of a stream JWT read from standard input.",
             discussion: """
                 Prints the algorithm, key id, expiry (in local time, with the time left), the token's \
@@ -38,7 +48,7 @@ extension AuthCtl {
                 throw AuthCtlExit.failure
             }
             let now = Date()
-            print(json ? try Self.json(jwt, now: now) : Self.text(jwt, now: now))
+            print(json ? Self.json(jwt, now: now) : Self.text(jwt, now: now))
         }
 
         static func text(_ jwt: StreamJWT, now: Date) -> String {
@@ -58,36 +68,27 @@ extension AuthCtl {
             return lines.joined(separator: "\n")
         }
 
-        static func json(_ jwt: StreamJWT, now: Date) throws -> String {
-            struct Output: Encodable {
-                var algorithm: String
-                var keyID: String?
-                var expiresAt: Double
-                var secondsLeft: Double
-                var state: TokenState
-                var customerIds: [String: String]
-            }
-            let header = jwt.header
-            let output = Output(
-                algorithm: header.algorithm,
-                keyID: header.keyID,
-                expiresAt: jwt.expiresAt.timeIntervalSince1970,
-                secondsLeft: jwt.expiresAt.timeIntervalSince(now).rounded(.down),
-                state: jwt.state(at: now),
-                customerIds: jwt.claims.customerIds
-            )
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            return String(decoding: try encoder.encode(output), as: UTF8.self)
+        /// `{algorithm, keyID, expiresAt, secondsLeft, state, customerIds}`; without keyID when the token has none.
+        static func json(_ jwt: StreamJWT, now: Date) -> String {
+            var members: [String: any JSONRepresentable] = [
+                "algorithm": jwt.header.algorithm,
+                "expiresAt": jwt.expiresAt.timeIntervalSince1970,
+                "secondsLeft": jwt.expiresAt.timeIntervalSince(now).rounded(.down),
+                "state": jwt.state(at: now).rawValue,
+                "customerIds": jwt.claims.customerIds,
+            ]
+            if let keyID = jwt.header.keyID { members["keyID"] = keyID }
+            return jsonLine(members)
         }
 
-        /// `2026-11-23 01:02:03 +0100`, in the local time zone.
+        /// `2026-11-23 01:02:03 +0100`, in the local time zone (`TZ`, else `/etc/localtime`).
         static func localTime(_ date: Date) -> String {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = .current
-            formatter.dateFormat = "yyyy-MM-dd HH:mm:ss Z"
-            return formatter.string(from: date)
+            var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+            var parts = tm()
+            guard localtime_r(&seconds, &parts) != nil else { return "\(Int64(seconds))" }
+            var buffer = [CChar](repeating: 0, count: 64)
+            let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S %z", &parts)
+            return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
 
         /// `1d 2h 3m 4s`, leaving out leading zero units (`5m 0s`, `0s`).

@@ -10,6 +10,7 @@ import Crypto
 extension AuthCtl {
     struct Mint: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "mint",
             abstract: "Print a signed stream JWT, for development, tests and trusted devices.",
             usage: "authctl mint --secret-file <file> [--kid <kid>] [--id <key=value> ...]\n"
                 + "             [--ttl <seconds>] [--alg <alg>]",

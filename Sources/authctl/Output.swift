@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import ExponeaAuth
-import Foundation
 
-/// Writes `message` and a newline to standard error.
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Writes `message` and a newline to standard error, unbuffered.
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    writeAll(STDERR_FILENO, Array((message + "\n").utf8))
 }
 
 /// Writes `line` and a newline to standard output and flushes it, so that a reader of a pipe sees it at once.
@@ -13,19 +23,135 @@ func printLine(_ line: String) {
     fflush(nil)
 }
 
-/// Encodes a JSON object on one line with sorted keys. Use `NSNull()` for null.
-func jsonLine(_ object: [String: Any]) -> String {
-    do {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        return String(decoding: data, as: UTF8.self)
-    } catch {
-        // Only strings, numbers, booleans, arrays, dictionaries and NSNull are passed in.
-        preconditionFailure("not JSON: \(error)")
+/// Writes all of `bytes` to `descriptor`, retrying after a signal; gives up silently when the reader is gone.
+private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) {
+    bytes.withUnsafeBytes { buffer in
+        var offset = 0
+        while offset < buffer.count {
+            let count = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+            offset += count
+        }
     }
 }
 
-/// `value`, or JSON null.
-func orNull(_ value: Any?) -> Any { value ?? NSNull() }
+// MARK: JSON output
+
+/// A value `--json` prints: each conformance says which JSON value it is, so the output is typed end to end
+/// and written by ``JSONValue/text``, the one JSON writer of authctl.
+protocol JSONRepresentable {
+    /// This value as JSON.
+    var json: JSONValue { get }
+}
+
+extension String: JSONRepresentable {
+    var json: JSONValue { .string(self) }
+}
+
+extension Bool: JSONRepresentable {
+    var json: JSONValue { .bool(self) }
+}
+
+extension Int: JSONRepresentable {
+    var json: JSONValue { .number(String(self)) }
+}
+
+extension Int32: JSONRepresentable {
+    var json: JSONValue { .number(String(self)) }
+}
+
+extension UInt64: JSONRepresentable {
+    var json: JSONValue { .number(String(self)) }
+}
+
+extension Double: JSONRepresentable {
+    /// An integral value (Unix seconds, mostly) without a fraction, as JSONSerialization writes it: `1900000000`,
+    /// `1900000000.5`.
+    var json: JSONValue {
+        guard isFinite else { return .null }
+        if rounded(.towardZero) == self, magnitude < 9_007_199_254_740_992 { return .number(String(Int64(self))) }
+        return .number(description)
+    }
+}
+
+extension JSONValue: JSONRepresentable {
+    var json: JSONValue { self }
+}
+
+extension Optional: JSONRepresentable where Wrapped: JSONRepresentable {
+    /// `null` when there is no value.
+    var json: JSONValue { map(\.json) ?? .null }
+}
+
+extension Array: JSONRepresentable where Element: JSONRepresentable {
+    var json: JSONValue { .array(map(\.json)) }
+}
+
+extension Dictionary: JSONRepresentable where Key == String, Value: JSONRepresentable {
+    var json: JSONValue { .object(mapValues(\.json)) }
+}
+
+extension JSONValue {
+    /// One line of JSON: members sorted by name, no white space, `/` not escaped; quotes, backslashes and
+    /// control characters escaped (RFC 8259). Numbers are written as their literal.
+    var text: String {
+        var output = ""
+        write(to: &output)
+        return output
+    }
+
+    private func write(to output: inout String) {
+        switch self {
+        case .null: output += "null"
+        case .bool(let value): output += value ? "true" : "false"
+        case .number(let literal): output += literal
+        case .string(let value): output += jsonString(value)
+        case .array(let elements):
+            output += "["
+            for (index, element) in elements.enumerated() {
+                if index > 0 { output += "," }
+                element.write(to: &output)
+            }
+            output += "]"
+        case .object(let members):
+            output += "{"
+            for (index, name) in members.keys.sorted().enumerated() {
+                if index > 0 { output += "," }
+                output += jsonString(name)
+                output += ":"
+                members[name]!.write(to: &output)
+            }
+            output += "}"
+        }
+    }
+}
+
+/// A JSON object on one line with sorted keys; an optional member that is nil is written as `null`.
+func jsonLine(_ members: [String: any JSONRepresentable]) -> String {
+    JSONValue.object(members.mapValues { $0.json }).text
+}
+
+/// `value` as a JSON string (RFC 8259): quotes, backslashes and control characters escaped.
+func jsonString(_ value: String) -> String {
+    var text = "\""
+    for scalar in value.unicodeScalars {
+        switch scalar {
+        case "\"": text += "\\\""
+        case "\\": text += "\\\\"
+        case "\n": text += "\\n"
+        case "\r": text += "\\r"
+        case "\t": text += "\\t"
+        case _ where scalar.value < 0x20:
+            let hex = String(scalar.value, radix: 16)
+            text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: text.unicodeScalars.append(scalar)
+        }
+    }
+    return text + "\""
+}
+
+// MARK: Text output
 
 /// `2026-11-23 01:02:03 +0100 (in 59m 3s)` or `(... 5s ago)`.
 func expiryText(_ expiresAt: Date, now: Date = Date()) -> String {
@@ -38,6 +164,14 @@ func expiryText(_ expiresAt: Date, now: Date = Date()) -> String {
 /// `cookie=c-1,registered=jane`, sorted by key.
 func customerIdsText(_ ids: [String: String]) -> String {
     ids.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+}
+
+/// `text` without the white space (space, tab, newline, carriage return) around it.
+func trimmingWhiteSpace(_ text: some StringProtocol) -> String {
+    let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" || $0 == "\r\n" }
+    guard let first = text.firstIndex(where: { !isSpace($0) }) else { return "" }
+    let last = text.lastIndex(where: { !isSpace($0) })!
+    return String(text[first...last])
 }
 
 /// Reads a token, at most ``StreamJWT/maximumLength`` bytes and surrounding white space.
@@ -66,21 +200,13 @@ enum TokenInput {
         }
         defer { if source != nil { close(descriptor) } }
         let name = source ?? "standard input"
-        let limit = StreamJWT.maximumLength + 2
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < limit {
-            let count = buffer.withUnsafeMutableBytes {
-                Foundation.read(descriptor, $0.baseAddress, min($0.count, limit - bytes.count))
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Failure(message: "cannot read \(name): \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: buffer[..<count])
+        let bytes: [UInt8]
+        do {
+            bytes = try readUpTo(StreamJWT.maximumLength + 2, from: descriptor)
+        } catch {
+            throw Failure(message: "cannot read \(name): \(String(cString: strerror(error.code)))")
         }
-        let token = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = trimmingWhiteSpace(String(decoding: bytes, as: UTF8.self))
         if token.isEmpty {
             throw Failure(message: "no token on \(name); pass one like this: \(usage)")
         }
@@ -90,23 +216,27 @@ enum TokenInput {
         }
         return token
     }
-}
 
-/// `value` as a JSON string (RFC 8259): quotes, backslashes and control characters escaped.
-func jsonString(_ value: String) -> String {
-    var text = "\""
-    for scalar in value.unicodeScalars {
-        switch scalar {
-        case "\"": text += "\\\""
-        case "\\": text += "\\\\"
-        case "\n": text += "\\n"
-        case "\r": text += "\\r"
-        case "\t": text += "\\t"
-        case _ where scalar.value < 0x20:
-            let hex = String(scalar.value, radix: 16)
-            text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: text.unicodeScalars.append(scalar)
-        }
+    /// An errno from `read(2)`.
+    struct ReadError: Error {
+        var code: Int32
     }
-    return text + "\""
+
+    /// At most `limit` bytes from `descriptor`, until end of file.
+    static func readUpTo(_ limit: Int, from descriptor: Int32) throws(ReadError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < limit {
+            let count = buffer.withUnsafeMutableBytes {
+                Glibc.read(descriptor, $0.baseAddress, min($0.count, limit - bytes.count))
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ReadError(code: errno)
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: buffer[..<count])
+        }
+        return bytes
+    }
 }

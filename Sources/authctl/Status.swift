@@ -1,11 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
+import AuthCore
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension AuthCtl {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Show which daemon answers, where, and how many app groups it holds.",
             discussion: """
                 Prints the daemon's product and version, the socket, its Varlink interfaces and the \
@@ -19,11 +30,20 @@ extension AuthCtl {
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
-            let (info, groups, socket) = try await options.withClient { client in
-                (try await client.info(), try await client.listGroups(), client.socketPath)
+            try await Self.printStatus(json: options.json, client: options.client())
+        }
+
+        /// What `status` does once its command line is read (by ArgumentParser, or by ``FastCommandLine``).
+        static func printStatus(json: Bool, client: AuthDaemonClient) async throws {
+            // The daemon counts (CountGroups): with thousands of groups, the list itself would be most of the work.
+            let (info, counts): (DaemonInfo, CountGroupsResult)
+            do {
+                (info, counts) = (try await client.info(), try await client.countGroups())
+            } catch {
+                throw report(error)
             }
-            let withToken = groups.count(where: \.hasToken)
-            if options.json {
+            let (groups, withToken, socket) = (counts.groups, counts.withToken, client.socketPath)
+            if json {
                 printLine(
                     jsonLine([
                         "product": info.product,
@@ -32,7 +52,7 @@ extension AuthCtl {
                         "url": info.url,
                         "interfaces": info.interfaces,
                         "socket": socket,
-                        "groups": groups.count,
+                        "groups": groups,
                         "groupsWithToken": withToken,
                     ])
                 )
@@ -42,7 +62,7 @@ extension AuthCtl {
                     daemon:     \(info.product) \(info.version) (\(info.vendor))
                     socket:     \(socket)
                     interfaces: \(info.interfaces.joined(separator: ", "))
-                    groups:     \(groups.count) (\(withToken) with a token)
+                    groups:     \(groups) (\(withToken) with a token)
                     """
                 )
             }
@@ -68,15 +88,15 @@ extension AuthCtl {
         func run() async throws {
             let groups = try await options.withClient { try await $0.listGroups() }
             if options.json {
-                let rows: [[String: Any]] = groups.map { group in
-                    [
-                        "name": group.name,
-                        "hasToken": group.hasToken,
-                        "state": group.state.rawValue,
-                        "expiresAt": orNull(group.expiresAt),
-                        "generation": group.generation,
-                        "subscribers": group.subscribers,
-                    ]
+                let rows: [JSONValue] = groups.map { group in
+                    .object([
+                        "name": group.name.json,
+                        "hasToken": group.hasToken.json,
+                        "state": group.state.rawValue.json,
+                        "expiresAt": group.expiresAt.json,
+                        "generation": group.generation.json,
+                        "subscribers": group.subscribers.json,
+                    ])
                 }
                 printLine(jsonLine(["groups": rows]))
                 return
@@ -103,7 +123,7 @@ extension AuthCtl {
             let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
             return rows.map { row in
                 row.enumerated().map { column, cell in
-                    column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    column == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[column] - cell.count)
                 }
                 .joined(separator: "  ")
             }

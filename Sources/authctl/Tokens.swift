@@ -1,11 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension AuthCtl {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "get",
             abstract: "Print an app group's token.",
             usage: "authctl get <group> [--header] [--wait[=<seconds>]] [--socket <path>]\n"
                 + "            [--json]",
@@ -57,26 +67,42 @@ extension AuthCtl {
         }
 
         func run() async throws {
-            let name = group.group
+            try await Self.printToken(
+                group: group.group, header: header, wait: wait, json: options.json, client: options.client())
+        }
+
+        /// What `get` does once its command line is read (by ArgumentParser, or by ``FastCommandLine``): prints the
+        /// group's token, or its JSON, and ends with exit status 3 without a usable token.
+        static func printToken(group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient)
+            async throws
+        {
+            do {
+                try await fetchAndPrint(group: name, header: header, wait: wait, json: json, client: client)
+            } catch let error as AuthClientError {
+                throw report(error)
+            }
+        }
+
+        private static func fetchAndPrint(
+            group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient
+        ) async throws {
             if let wait {
-                let fresh = try await options.withClient {
-                    try await Self.waitForFreshToken(group: name, client: $0, bound: .seconds(wait))
-                }
+                let fresh = try await Self.waitForFreshToken(group: name, client: client, bound: .seconds(wait))
                 if !fresh { printError("authctl: no fresh token for app group '\(name)' came within \(wait) s") }
             }
-            let result = try await options.withClient { try await $0.getToken(group: name) }
+            let result = try await client.getToken(group: name)
             let now = Date()
             let expiresAt = result.claims.map { Date(timeIntervalSince1970: $0.expiresAt) }
             let state: TokenState = expiresAt.map { TokenState(expiresAt: $0, at: now) } ?? .notProvided
-            if options.json {
+            if json {
                 printLine(
                     jsonLine([
                         "group": name,
-                        "token": orNull(result.token?.value),
+                        "token": result.token?.value,
                         "generation": result.generation,
                         "state": state.rawValue,
-                        "expiresAt": orNull(result.claims?.expiresAt),
-                        "customerIds": orNull(result.claims?.customerIds),
+                        "expiresAt": result.claims?.expiresAt,
+                        "customerIds": result.claims?.customerIds,
                     ])
                 )
             } else if let token = result.token {
@@ -205,6 +231,7 @@ extension AuthCtl {
 
     struct Preflight: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "preflight",
             abstract: "Run the check an app runs before a stream request, and print its outcome.",
             discussion: """
                 Prints the token's state (valid, expiredSoon, expired or notProvided), the reason for \
@@ -232,7 +259,7 @@ extension AuthCtl {
                     jsonLine([
                         "group": name,
                         "state": result.state.rawValue,
-                        "reason": orNull(result.reason?.rawValue),
+                        "reason": result.reason?.rawValue,
                         "generation": result.generation,
                     ])
                 )
@@ -252,6 +279,7 @@ extension AuthCtl {
 
     struct Identify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "identify",
             abstract: "Store the customer ids of an app group, with or without a token.",
             usage: "authctl identify <group> --id <key=value> ... [--token-stdin] [<options>]",
             discussion: """

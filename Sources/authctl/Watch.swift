@@ -1,11 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import ExponeaAuth
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension AuthCtl {
     struct Watch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "watch",
             abstract: "Print an app group's events as they happen, until interrupted.",
             discussion: """
                 One line per event, flushed at once, such as:
@@ -77,7 +87,7 @@ extension AuthCtl {
         }
 
         static func json(_ event: AuthEvent) -> String {
-            var object: [String: Any] = [
+            var object: [String: any JSONRepresentable] = [
                 "kind": event.kind.rawValue, "group": event.group, "generation": event.generation,
             ]
             if let reason = event.reason { object["reason"] = reason.rawValue }

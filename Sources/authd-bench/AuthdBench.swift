@@ -16,7 +16,7 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, hops, throughput, fanout, bus, scale, durability, agents, footprint, flood
+    case latency, hops, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl
 }
 
 struct Run: ParsableCommand {
@@ -75,6 +75,7 @@ struct Run: ParsableCommand {
             case .agents: try RefreshAgentBenchmark(settings).run(report)
             case .footprint: try FootprintBenchmark(settings).run(report)
             case .flood: try FloodBenchmark(settings).run(report)
+            case .authctl: try AuthctlBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)

@@ -35,6 +35,14 @@ struct ErrorAndHelpTests {
         (["set", ".hidden"], "authctl: '.hidden' is not an app group name: "),
         (["frobnicate"], "authctl: Unexpected argument 'frobnicate'"),
         (["status", "--socket", ""], "authctl: --socket needs a path"),
+        // The reader of get and status (FastCommandLine) leaves each of these to ArgumentParser, with its message.
+        (["get", "shop", "--socket", ""], "authctl: --socket needs a path"),
+        (["get", "shop", "--socket="], "authctl: Missing value for '--socket <path>'"),
+        (["get", "shop", "--socket"], "authctl: Missing value for '--socket <path>'"),
+        (["get", "shop", "news"], "authctl: Unexpected argument 'news'"),
+        (["get", "shop", "-x"], "authctl: Unknown option '-x'"),
+        (["status", "news"], "authctl: Unexpected argument 'news'"),
+        (["status", "--header"], "authctl: Unknown option '--header'"),
     ])
     func aWrongCommandLineExitsWith2(arguments: [String], message: String) throws {
         let result = try runAuthctl(arguments)

@@ -34,6 +34,29 @@ struct GroupCommandTests {
         #expect(object["groupsWithToken"] as? Int == 1)
     }
 
+    /// status takes its counts from the daemon (CountGroups): they follow every change, and match what list shows.
+    @Test func statusCountsWhatListShows() throws {
+        let daemon = try DaemonFixture()
+        func counts() throws -> (groups: Int?, withToken: Int?) {
+            let status = try daemon.authctl(["status", "--json"])
+            #expect(status.status == 0, "\(status.standardError)")
+            let object = try parseJSON(status.standardOutput)
+            let listed = try parseJSON(daemon.authctl(["list", "--json"]).standardOutput)["groups"] as? [[String: Any]]
+            #expect(object["groups"] as? Int == listed?.count)
+            #expect(object["groupsWithToken"] as? Int == listed?.count { $0["hasToken"] as? Bool == true })
+            return (object["groups"] as? Int, object["groupsWithToken"] as? Int)
+        }
+        #expect(try counts() == (0, 0))
+        for group in ["a", "b", "c"] { try daemon.set(group, signer.token(expiringIn: 3600)) }
+        try daemon.set("expired", signer.token(exp: 1_000_000_000))
+        _ = try daemon.authctl(["identify", "news", "--id", "cookie=c"])
+        #expect(try counts() == (5, 4))
+        #expect(try daemon.authctl(["clear", "b"]).status == 0)
+        #expect(try daemon.authctl(["anonymize", "c"]).status == 0)
+        #expect(try counts() == (5, 2))
+        #expect(try daemon.authctl(["status"]).standardOutput.hasSuffix("groups:     5 (2 with a token)\n"))
+    }
+
     @Test func theSocketOptionOverridesTheEnvironment() throws {
         let daemon = try DaemonFixture()
         let result = try daemon.authctl(
@@ -42,6 +65,12 @@ struct GroupCommandTests {
         )
         #expect(result.status == 0)
         #expect(try parseJSON(result.standardOutput)["socket"] as? String == daemon.socketPath)
+        // Read by authctl's own reader of status, or by ArgumentParser (a repeated option): the same.
+        for arguments in [["status", "--socket=\(daemon.socketPath)"], ["status", "--json", "--json"]] {
+            let other = try daemon.authctl(arguments)
+            #expect(other.status == 0, "\(arguments): \(other.standardError)")
+            #expect(other.standardOutput.contains(daemon.socketPath), "\(arguments)")
+        }
     }
 
     @Test func listPrintsATableOrJSON() throws {

@@ -115,6 +115,37 @@ struct TokenCommandTests {
         #expect(object["customerIds"] as? [String: String] == ["registered": "jane"])
     }
 
+    /// get's command line, read by its own reader (GetFastPath) or by ArgumentParser (with --wait, --help, a
+    /// repeated option): the same output in any order and spelling.
+    @Test func getReadsItsOptionsInAnyOrderAndSpelling() throws {
+        let daemon = try DaemonFixture()
+        let token = signer.token(exp: 1_900_000_000, ids: ["registered": "jane"])
+        try daemon.set("shop", token)
+        let socket = daemon.socketPath
+        let elsewhere = ["EXPONEA_AUTHD_SOCKET": daemon.root.appending("elsewhere.socket")]
+        for arguments in [
+            ["get", "shop", "--header"], ["get", "--header", "shop"], ["get", "shop", "--header", "--wait=0"],
+            ["get", "shop", "--header", "--header"],
+        ] {
+            let result = try daemon.authctl(arguments)
+            #expect(result.status == 0, "\(arguments): \(result.standardError)")
+            #expect(result.standardOutput == "Authorization: Bearer \(token)\n", "\(arguments)")
+        }
+        for arguments in [
+            ["get", "shop", "--socket", socket], ["get", "--socket=\(socket)", "shop"],
+            ["get", "--socket", socket, "shop", "--wait", "--socket", socket],
+        ] {
+            let result = try daemon.authctl(arguments, environment: elsewhere)
+            #expect(result.status == 0, "\(arguments): \(result.standardError)")
+            #expect(result.standardOutput == token + "\n", "\(arguments)")
+        }
+        let json = try daemon.authctl(["get", "--header", "--json", "shop"])
+        #expect(try parseJSON(json.standardOutput)["token"] as? String == token)
+        let help = try daemon.authctl(["get", "shop", "--help"])
+        #expect(help.status == 0)
+        #expect(help.standardOutput.hasPrefix("OVERVIEW: Print an app group's token."))
+    }
+
     @Test func getWithoutATokenExitsWith3() throws {
         let daemon = try DaemonFixture()
 

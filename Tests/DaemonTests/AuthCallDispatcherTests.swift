@@ -170,6 +170,31 @@ struct AuthCallDispatcherTests {
         #expect(error == "com.exponea.Auth.PermissionDenied")
     }
 
+    /// CountGroups counts, for each caller, the groups ListGroups would list for it: root every group, a user
+    /// those the policy gives it, a stranger none.
+    @Test func countGroupsCountsOnlyPermittedGroupsInSystemMode() async throws {
+        let policy = try AccessPolicy(
+            files: [("authd.conf", "[AppGroup]\nName=shop\nUsers=1000\n[AppGroup]\nName=news\nUsers=3000\n")],
+            users: SystemUserDatabase()
+        )
+        let fixture = try Fixture(access: AccessControl(policy: policy))
+        let root = Caller(pid: 1, uid: 0, gid: 0)
+        _ = try await fixture.call(
+            #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#, as: root)
+        _ = try await fixture.call(
+            #"{"method":"com.exponea.Auth.IdentifyCustomer","parameters":{"group":"news","customerIds":{"a":"b"}}}"#,
+            as: root)
+        let count = #"{"method":"com.exponea.Auth.CountGroups"}"#
+        func counts(_ caller: Caller?) async throws -> [String: Int]? {
+            (try await fixture.call(count, as: caller).first?["parameters"] as? [String: Any])?
+                .compactMapValues { $0 as? Int }
+        }
+        #expect(try await counts(root) == ["groups": 2, "withToken": 1])
+        #expect(try await counts(nil) == ["groups": 1, "withToken": 1])
+        #expect(try await counts(Caller(pid: 200, uid: 3000, gid: 3000)) == ["groups": 1, "withToken": 0])
+        #expect(try await counts(Caller(pid: 300, uid: 2000, gid: 2000)) == ["groups": 0, "withToken": 0])
+    }
+
     /// authd.conf's RefreshLeaseSec= sets a group's own lease; other groups keep the daemon's.
     @Test func aGroupsOwnRefreshLeaseComesFromTheConfiguration() async throws {
         let policy = try AccessPolicy(

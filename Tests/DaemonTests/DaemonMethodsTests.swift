@@ -367,6 +367,26 @@ struct DaemonMethodsTests {
         #expect(shop["subscribers"] as? Int == 1)
     }
 
+    /// CountGroups counts what ListGroups lists, as changes come: a group with only a subscriber, a token set
+    /// (an expired one counts as a token), an identity without a token, a wipe.
+    @Test func countGroupsCountsWhatListGroupsLists() throws {
+        let session = try Session()
+        func counts() throws -> [String: Int] {
+            let reply = try session.app.call("CountGroups")
+            let groups = try #require(session.app.call("ListGroups")["groups"] as? [[String: Any]])
+            #expect(reply["groups"] as? Int == groups.count, "\(reply)")
+            #expect(reply["withToken"] as? Int == groups.count { $0["hasToken"] as? Bool == true }, "\(reply)")
+            return reply.compactMapValues { $0 as? Int }
+        }
+        #expect(try counts() == ["groups": 1, "withToken": 0])
+        try session.app.call("SetToken", ["group": "shop", "token": TestJWT().token(exp: 4_000_000_000)])
+        try session.app.call("SetToken", ["group": "mail", "token": TestJWT().token(exp: 1_000_000_000)])
+        try session.app.call("IdentifyCustomer", ["group": "news", "customerIds": ["cookie": "c-1"]])
+        #expect(try counts() == ["groups": 3, "withToken": 2])
+        try session.app.call("ClearLocalCustomerData", ["group": "shop"])
+        #expect(try counts()["withToken"] == 1)
+    }
+
     /// R13 through the real binary and the real wall clock: no injected time.
     @Test func expiredSoonArrivesAMinuteBeforeExp() throws {
         let session = try Session()

@@ -29,7 +29,7 @@ struct ForeignUserTests {
                 case .identifyCustomer: ["group": group, "customerIds": ["registered": "intruder"], "token": token]
                 case .acknowledgeFlush: ["group": group, "flushId": "00000000-0000-0000-0000-000000000000"]
                 case .claimRefresh, .releaseRefresh: ["group": group, "generation": 1]
-                case .listGroups: [:]
+                case .listGroups, .countGroups: [:]
                 }
             return (method, parameters)
         }
@@ -82,6 +82,11 @@ struct ForeignUserTests {
                 let groups = (reply["parameters"] as? [String: Any])?["groups"] as? [[String: Any]] ?? []
                 #expect(groups.map { $0["name"] as? String } == [Self.lobby], "\(text)")
                 #expect(!text.contains(Self.vault), "ListGroups names the vault: \(text)")
+            } else if method == .countGroups {
+                // Not refused, but it counts the caller's group only.
+                let counts = reply["parameters"] as? [String: Any] ?? [:]
+                #expect(counts["groups"] as? Int == 1, "\(text)")
+                #expect(counts["withToken"] as? Int == 1, "\(text)")
             } else {
                 #expect(reply["error"] as? String == "com.exponea.Auth.PermissionDenied", "\(method): \(text)")
                 #expect(reply["parameters"] as? [String: String] == ["group": Self.vault], "\(method): \(text)")

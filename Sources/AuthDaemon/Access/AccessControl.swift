@@ -45,6 +45,14 @@ public final class AccessControl: Sendable {
         return current.withLock { $0.rules[group]?.refreshLease }
     }
 
+    /// Whether `caller` may use every group, present and future: the owner in user mode, root in system mode.
+    public func allowsEveryGroup(_ caller: Caller) -> Bool {
+        switch mode {
+        case .owner(let uid): caller.uid == uid
+        case .policy: caller.uid == 0
+        }
+    }
+
     /// Whether `caller` may use `group`.
     public func allows(_ caller: Caller, _ group: AppGroup) -> Bool {
         switch mode {

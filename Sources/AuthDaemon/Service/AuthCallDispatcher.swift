@@ -187,6 +187,20 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
             }
             try replies.send(VarlinkReplyEncoder.reply(ListGroupsResult(groups: visible)))
+
+        case .countGroups:
+            _ = try call.parameters(EmptyPayload.self)
+            let (groups, withToken): (Int, Int)
+            if access.allowsEveryGroup(caller) {
+                // The service keeps both counts: no walk over the groups.
+                (groups, withToken) = await service.groupCounts()
+            } else {
+                let visible = await service.summaries().filter { summary in
+                    (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
+                }
+                (groups, withToken) = (visible.count, visible.count(where: \.hasToken))
+            }
+            try replies.send(VarlinkReplyEncoder.reply(CountGroupsResult(groups: groups, withToken: withToken)))
         }
     }
 
