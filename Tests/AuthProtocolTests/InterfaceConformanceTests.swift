@@ -31,6 +31,7 @@ struct InterfaceConformanceTests {
         "ClaimRefresh": (ClaimRefreshParameters.self, ClaimRefreshResult.self),
         "ReleaseRefresh": (ReleaseRefreshParameters.self, ReleaseRefreshResult.self),
         "ListGroups": (EmptyPayload.self, ListGroupsResult.self),
+        "CountGroups": (EmptyPayload.self, CountGroupsResult.self),
     ]
 
     static let interface = try! VarlinkIDL(parsing: AuthInterface.description)
