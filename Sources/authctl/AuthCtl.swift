@@ -15,8 +15,8 @@ struct AuthCtl: AsyncParsableCommand {
 
             Exit status: 0 success; 1 an error, which standard error explains; 2 a wrong command \
             line; 3 no usable token (get, preflight); 4 an app did not confirm its flush (anonymize, \
-            stop); 69 exponea-authd is not reachable or did not answer in time; 77 this user \
-            may not use the daemon or the app group.
+            stop); 69 exponea-authd is not reachable or did not answer in time (--timeout); \
+            77 this user may not use the daemon or the app group.
 
             Shell completions: authctl --generate-completion-script bash (or zsh, fish).
             """,

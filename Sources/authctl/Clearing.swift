@@ -47,6 +47,8 @@ extension AuthCtl {
     struct Anonymize: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Forget an app group's customer: flush, then clear token and customer ids.",
+            usage: "authctl anonymize <group> [--socket <path>] [--timeout <seconds>]\n"
+                + "                  [--json]",
             discussion: """
                 What an app does when its user logs out (the SDK's anonymize).
 

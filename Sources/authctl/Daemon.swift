@@ -19,7 +19,7 @@ struct DaemonOptions: ParsableArguments {
 
     @Option(
         help: ArgumentHelp(
-            "Fail with status 69 when the daemon does not answer within this many seconds (default 5).",
+            "Exit 69 when the daemon does not answer within this many seconds (default 5).",
             valueName: "seconds"
         )
     )

@@ -9,11 +9,11 @@ import Synchronization
 /// One connection to the daemon's Varlink socket: a plain blocking Unix socket with one call at a time, as a C
 /// client has it, every wait bounded.
 ///
-/// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and reads the reply for up
-/// to ``inlineReplyWait`` (`SO_RCVTIMEO`), which is all a call takes when the daemon answers at once: two system
-/// calls, no thread switch. A reply that takes longer (a daemon that waits by design, `WaitForToken`, or one that
-/// is busy or stopped) is awaited on a thread of the call's own, with `poll`, until the call's deadline; the
-/// caller's thread is free meanwhile.
+/// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and waits for the reply with
+/// `poll` for up to ``inlineReplyWait``, which is all a call takes when the daemon answers at once: no thread
+/// switch. A reply that takes longer (a daemon that waits by design, `WaitForToken`, or one that is busy or
+/// stopped) is awaited on a thread of the call's own, with `poll`, until the call's deadline; the caller's thread
+/// is free meanwhile. Reads never block (`MSG_DONTWAIT`): only `poll` waits, with its bound.
 ///
 /// Calls on one connection take turns (a call made while another is in flight waits for it). A connection whose
 /// call failed, timed out or was cancelled is closed: a late reply must never be taken for the next call's.
@@ -41,10 +41,10 @@ final class VarlinkConnection: @unchecked Sendable {
     /// Replies can be long (ListGroups of many groups); the bound keeps a broken peer from filling memory.
     static let maximumReplySize = 16 * 1024 * 1024
 
-    /// How long a call reads on its caller's thread before it awaits the rest of its reply on a thread of its
-    /// own: long enough for any reply the daemon gives at once, short enough not to hold a thread of the
-    /// cooperative pool.
-    static let inlineReplyWait = Duration.milliseconds(2)
+    /// How long a call waits for its reply on its caller's thread before it awaits the rest on a thread of its
+    /// own: `poll`'s shortest bound, 25 times a GetToken round trip on an idle machine (40 µs), short enough that
+    /// callers waiting at once on a loaded machine do not hold the threads of Swift's cooperative pool for long.
+    static let inlineReplyWait = Duration.milliseconds(1)
 
     private init(fd: Int32, path: String, timeout: Duration, serverPID: Int32) {
         self.fd = fd
@@ -79,9 +79,8 @@ final class VarlinkConnection: @unchecked Sendable {
         guard fd >= 0 else {
             throw AuthClientError(.daemonUnavailable, "Cannot make a socket: \(String(cString: strerror(errno)))")
         }
-        // SO_SNDTIMEO bounds connect (a full backlog) and every write; SO_RCVTIMEO the read on the caller's thread.
+        // SO_SNDTIMEO bounds connect (a full backlog) and every write.
         setTimeout(fd, SO_SNDTIMEO, timeout)
-        setTimeout(fd, SO_RCVTIMEO, inlineReplyWait)
         var result: Int32
         repeat {
             result = withUnsafePointer(to: &address) {
@@ -297,20 +296,12 @@ final class VarlinkConnection: @unchecked Sendable {
         }
     }
 
-    /// Reads on the caller's thread for up to ``inlineReplyWait``; nil when the reply has not come by then.
+    /// Waits on the caller's thread for up to ``inlineReplyWait``; nil when the reply has not come by then.
     private func receiveInline() throws(AuthClientError) -> [UInt8]? {
-        let deadline = ContinuousClock.now + Self.inlineReplyWait
-        while true {
-            if let message = try nextMessage() { return message }
-            // A blocking read, bounded by SO_RCVTIMEO.
-            switch try readSome() {
-            case .data: continue
-            case .wouldBlock: if ContinuousClock.now >= deadline { return nil }
-            }
-        }
+        try receive(until: ContinuousClock.now + Self.inlineReplyWait)
     }
 
-    /// Reads until a whole message is there or `deadline` passes (nil then).
+    /// Waits until a whole message is there or `deadline` passes (nil then).
     fileprivate func receive(until deadline: ContinuousClock.Instant) throws(AuthClientError) -> [UInt8]? {
         while true {
             if let message = try nextMessage() { return message }
@@ -322,31 +313,30 @@ final class VarlinkConnection: @unchecked Sendable {
             if ready < 0 && errno != EINTR {
                 throw AuthClientError(.connectionLost, "Waiting for exponea-authd at \(path) failed")
             }
-            if ready > 0 { _ = try readSome() }
+            if ready > 0 { try readSome() }
         }
     }
 
-    private enum ReadOutcome { case data, wouldBlock }
-
-    private func readSome() throws(AuthClientError) -> ReadOutcome {
-        let outcome: Result<ReadOutcome, AuthClientError> = withUnsafeTemporaryAllocation(
+    /// Reads what is there, without waiting.
+    private func readSome() throws(AuthClientError) {
+        let outcome: Result<Void, AuthClientError> = withUnsafeTemporaryAllocation(
             byteCount: 16 * 1024, alignment: 16
         ) { buffer in
             while true {
-                let count = read(fd, buffer.baseAddress, buffer.count)
+                let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
                 if count > 0 {
                     decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-                    return .success(.data)
+                    return .success(())
                 }
                 if count < 0 && errno == EINTR { continue }
-                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .success(.wouldBlock) }
+                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .success(()) }
                 return .failure(
                     AuthClientError(
                         .connectionLost,
                         "The connection to exponea-authd at \(path) closed before the reply came"))
             }
         }
-        return try outcome.get()
+        try outcome.get()
     }
 
     private func nextMessage() throws(AuthClientError) -> [UInt8]? {
