@@ -147,10 +147,13 @@ let package = Package(
                 "AuthCore",
                 "AuthStore",
                 "CEpoll",
+                "authd-test-app",
                 "exponea-authd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // The C client of the client rows' anchor, compiled by the benchmark at run time.
+            resources: [.embedInCode("Resources/c-client.c")]
         ),
 
         // MARK: Fuzzing (Fuzz/README.md): a replay driver each here, libFuzzer targets built by scripts/fuzz

@@ -16,7 +16,7 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, throughput, fanout, bus, scale, durability, agents, footprint, flood
+    case latency, client, throughput, fanout, bus, scale, durability, agents, footprint, flood
 }
 
 struct Run: ParsableCommand {
@@ -66,6 +66,7 @@ struct Run: ParsableCommand {
             progress("\n\(benchmark.rawValue):")
             switch benchmark {
             case .latency: try LatencyBenchmark(settings).run(report)
+            case .client: try ClientBenchmark(settings).run(report)
             case .throughput: try ThroughputBenchmark(settings).run(report)
             case .fanout: try FanOutBenchmark(settings).run(report)
             case .bus: try BusFanOutBenchmark(settings).run(report)

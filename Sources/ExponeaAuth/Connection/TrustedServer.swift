@@ -19,8 +19,9 @@
 /// The system user's uid is looked up (NSS) only when the server is neither root nor this user, so that the common
 /// case costs a process nothing at start-up.
 struct TrustedServer: Hashable, Sendable {
-    /// The uids accepted besides the system user's.
-    var uids: Set<UInt32>
+    /// The uids accepted besides the system user's (an array: a `Set` costs a process start a conformance
+    /// lookup).
+    var uids: [UInt32]
     /// Whether the system user `exponea-authd` is accepted too.
     var systemUser: Bool
     /// Who is accepted, besides the system user, for the message when the server is none of them.
