@@ -116,7 +116,7 @@ final class VarlinkConnection: @unchecked Sendable {
             throw AuthClientError(
                 .untrustedServer, "Cannot read who serves \(path) (\(reason)); nothing was sent to it")
         }
-        guard trusted.uids.contains(server.uid) else {
+        guard trusted.accepts(server.uid) else {
             Glibc.close(fd)
             throw AuthClientError(
                 .untrustedServer,
