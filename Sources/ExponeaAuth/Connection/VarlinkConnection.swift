@@ -208,15 +208,24 @@ final class VarlinkConnection: @unchecked Sendable {
     func close() {
         let closeNow = state.withLock { state -> Bool in
             state.closing = true
-            guard !state.busy, !state.fdClosed else { return false }
+            guard !state.fdClosed else { return false }
+            guard !state.busy else {
+                // The call in flight holds the descriptor: wake it, and it closes the connection when it ends.
+                // Under the lock: once the call ends, the descriptor is closed and its number may be another
+                // connection's.
+                _ = shutdown(fd, Int32(SHUT_RDWR))
+                return false
+            }
             state.fdClosed = true
             return true
         }
-        if closeNow {
-            Glibc.close(fd)
-        } else {
-            // The call in flight holds the descriptor: wake it, and it closes the connection when it ends.
-            _ = shutdown(fd, Int32(SHUT_RDWR))
+        if closeNow { Glibc.close(fd) }
+    }
+
+    /// Wakes the call in flight (its task was cancelled); nothing when none is.
+    private func interrupt() {
+        state.withLock { state in
+            if state.busy && !state.fdClosed { _ = shutdown(fd, Int32(SHUT_RDWR)) }
         }
     }
 
@@ -366,7 +375,7 @@ final class VarlinkConnection: @unchecked Sendable {
                 }
             }
         } onCancel: {
-            _ = shutdown(fd, Int32(SHUT_RDWR))  // the call holds the descriptor: it is open
+            interrupt()
         }
         if Task.isCancelled, case .failure = result {
             throw AuthClientError(.connectionLost, "The call to exponea-authd at \(path) was cancelled")
