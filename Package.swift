@@ -122,8 +122,6 @@ let package = Package(
                 "AuthProtocol",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -158,10 +156,13 @@ let package = Package(
                 "AuthProtocol",
                 "AuthStore",
                 "CEpoll",
+                "authd-test-app",
                 "exponea-authd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // The C client of the client rows' anchor, compiled by the benchmark at run time.
+            resources: [.embedInCode("Resources/c-client.c")]
         ),
 
         // MARK: Fuzzing (Fuzz/README.md): a replay driver each here, libFuzzer targets built by scripts/fuzz

@@ -11,13 +11,20 @@ import AuthCore
 /// - every error names the top-level member it is about.
 ///
 /// Only what the parameters types use is supported: objects, arrays, strings, booleans, numbers and null.
-struct ParameterDecoder {
+///
+/// The client library reads the daemon's replies with it too (one JSON path per direction), leniently: a member
+/// a newer daemon adds is ignored there.
+package struct ParameterDecoder {
     /// Decodes `members` (the `parameters` object) as `Parameters`.
-    static func decode<Parameters: Decodable>(
-        _ type: Parameters.Type, from members: [String: JSONValue]
+    ///
+    /// - Parameter rejectingUnknownMembers: Whether a top-level member the type does not read is an error (a
+    ///   call's parameters) or ignored (a reply's).
+    package static func decode<Parameters: Decodable>(
+        _ type: Parameters.Type, from members: [String: JSONValue], rejectingUnknownMembers: Bool = true
     ) throws(ParameterDecodingError) -> Parameters {
         let read = ReadMembers()
-        let decoder = ValueDecoder(value: .object(members), codingPath: [], topLevel: read)
+        let decoder = ValueDecoder(
+            value: .object(members), codingPath: [], topLevel: rejectingUnknownMembers ? read : nil)
         let parameters: Parameters
         do {
             parameters = try Parameters(from: decoder)
@@ -29,7 +36,7 @@ struct ParameterDecoder {
             // A type's own init(from:) threw something else: the parameters as a whole are wrong.
             throw .invalid(nil)
         }
-        if let unknown = members.keys.filter({ !read.names.contains($0) }).min() {
+        if rejectingUnknownMembers, let unknown = members.keys.filter({ !read.names.contains($0) }).min() {
             throw .unknown(unknown)
         }
         return parameters
@@ -47,7 +54,7 @@ struct ParameterDecoder {
 }
 
 /// Why parameters do not decode.
-enum ParameterDecodingError: Error, Equatable {
+package enum ParameterDecodingError: Error, Equatable {
     /// A member is missing or of the wrong type or range; nil when the parameters as a whole are wrong.
     case invalid(String?)
     /// A member the method does not take.

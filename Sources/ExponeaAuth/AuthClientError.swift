@@ -17,6 +17,10 @@ public struct AuthClientError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let untrustedServer = Code(rawValue: "untrustedServer")
         /// The connection closed while a call waited for its reply (the daemon stopped or restarted).
         public static let connectionLost = Code(rawValue: "connectionLost")
+        /// The daemon accepted the connection but did not answer within the client's bound (it is stopped,
+        /// hung or overloaded); ``AuthClientError/parameters`` has `socket` and `after` (in seconds). Made by
+        /// ``AuthClientError/timedOut(socket:after:)``.
+        public static let timedOut = Code(rawValue: "timedOut")
         /// This user may not use the daemon or the app group.
         public static let permissionDenied = Code(rawValue: "permissionDenied")
         /// The token is not a stream JWT; ``AuthClientError/parameters`` has `code` saying what is wrong.
@@ -51,6 +55,20 @@ public struct AuthClientError: Error, Hashable, Sendable, CustomStringConvertibl
         self.message = message
         self.varlinkError = varlinkError
         self.parameters = parameters
+    }
+
+    /// The error for a daemon that did not answer at `socket` within `after`: code
+    /// ``Code/timedOut``, a message naming the socket, and `socket` and `after` (seconds) in
+    /// ``parameters``.
+    public static func timedOut(socket: String, after: Duration) -> AuthClientError {
+        let seconds = Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18
+        let shown = seconds == seconds.rounded() ? "\(Int(seconds))" : "\((seconds * 1000).rounded() / 1000)"
+        return AuthClientError(
+            .timedOut,
+            "exponea-authd at \(socket) did not answer within \(shown) s: it accepts connections but is stopped, "
+                + "hung or overloaded; see 'systemctl status exponea-authd' or its journal",
+            parameters: ["socket": socket, "after": shown]
+        )
     }
 
     /// The error for an error reply from the daemon.

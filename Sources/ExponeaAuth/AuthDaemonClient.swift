@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthProtocol
-import Foundation
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The daemon's `com.exponea.Auth` interface, one method a call: what ``ExponeaAuthClient`` and `authctl`
 /// are built on.
@@ -13,44 +22,87 @@ import Foundation
 /// ``AuthClientError/Code/daemonUnavailable``; a call cut off by a restart fails with
 /// ``AuthClientError/Code/connectionLost`` and the next call connects again.
 ///
+/// Every wait is bounded: a daemon that accepts the connection but does not answer (stopped, hung, overloaded)
+/// fails a call after ``callTimeout`` (5 s by default; more for a call that waits by design, `waitForToken`'s
+/// own timeout, a clear's ``flushWait``) with ``AuthClientError/Code/timedOut``, whose message names the socket
+/// (``AuthClientError/timedOut(socket:after:)``).
+///
+/// A call runs on its caller's thread, over a plain blocking Unix socket, as a C client's would: it writes the
+/// call and reads the reply, which the daemon gives in tens of microseconds, with no thread switch. A reply that
+/// takes more than 2 ms is awaited on a thread of its own, so a slow daemon never holds the caller's executor.
+///
 /// ```swift
 /// let daemon = AuthDaemonClient()
 /// let current = try await daemon.getToken(group: "shop")
 /// ```
-public actor AuthDaemonClient {
+public final class AuthDaemonClient: Sendable {
     /// The socket this client connects to.
-    public nonisolated let socketPath: String
+    public let socketPath: String
     /// How long a call waits for a daemon that is away before it fails.
-    public nonisolated let unavailableBound: Duration
+    public let unavailableBound: Duration
+    /// How long connecting and each call may take before they fail with ``AuthClientError/Code/timedOut``.
+    public let callTimeout: Duration
+    /// How long an event subscription may stay silent before the client checks, with a call bounded by
+    /// ``callTimeout`` on another connection, that the daemon still answers.
+    public let keepAliveInterval: Duration
+    /// How long `anonymize` and `stopIntegration` may wait for the apps' flushes, on top of ``callTimeout``
+    /// (the daemon's `--flush-timeout` is 2 s by default).
+    public let flushWait: Duration
+
+    /// The default ``callTimeout``: 5 s, far above what any call takes from a daemon that runs.
+    public static let defaultCallTimeout = Duration.seconds(5)
+    /// The default ``keepAliveInterval``: 30 s, so a quiet subscription costs the daemon one call per 30 s.
+    public static let defaultKeepAliveInterval = Duration.seconds(30)
 
     /// Connections without a call in flight, for the next calls.
-    private var idle: [VarlinkConnection] = []
+    private let idle = Mutex<[VarlinkConnection]>([])
     /// How many idle connections are kept.
     private static let maximumIdleConnections = 4
 
     /// Who may serve ``socketPath`` (checked with `SO_PEERCRED` before anything is sent).
-    private nonisolated let trusted: TrustedServer
+    private let trusted: TrustedServer
 
     /// - Parameters:
     ///   - socketPath: The daemon's socket; ``defaultSocketPath(environment:uid:exists:)`` when nil.
     ///   - unavailableBound: How long a call waits for a daemon that is away before it fails.
+    ///   - callTimeout: How long connecting and each call may take (``defaultCallTimeout``, 5 s).
+    ///   - keepAliveInterval: How long a subscription may be silent before the daemon is checked
+    ///     (``defaultKeepAliveInterval``, 30 s).
+    ///   - flushWait: How much longer than `callTimeout` a clear may wait for the apps' flushes (30 s).
     ///
     /// Every connection checks, before it sends anything, that the process listening on the socket runs as
     /// root, as the system daemon's user `exponea-authd` (for the system socket or a socket given here or in
     /// `$EXPONEA_AUTHD_SOCKET`), or as this process's user (for the user daemon's socket or a socket given);
     /// otherwise the call fails with ``AuthClientError/Code/untrustedServer``.
-    public init(socketPath: String? = nil, unavailableBound: Duration = .seconds(2)) {
+    public init(
+        socketPath: String? = nil,
+        unavailableBound: Duration = .seconds(2),
+        callTimeout: Duration = defaultCallTimeout,
+        keepAliveInterval: Duration = defaultKeepAliveInterval,
+        flushWait: Duration = .seconds(30)
+    ) {
         let (path, trusted) =
             socketPath.map { ($0, TrustedServer.eitherDaemon) }
-            ?? Self.defaultSocket(
-                environment: ProcessInfo.processInfo.environment, uid: getuid(), exists: Self.socketExists)
+            ?? Self.defaultSocket(environment: Self.socketEnvironment(), uid: getuid(), exists: Self.socketExists)
         self.socketPath = path
         self.trusted = trusted
         self.unavailableBound = unavailableBound
+        self.callTimeout = callTimeout
+        self.keepAliveInterval = keepAliveInterval
+        self.flushWait = flushWait
     }
 
     deinit {
-        for connection in idle { connection.close() }
+        for connection in idle.withLock({ $0 }) { connection.close() }
+    }
+
+    /// The two variables the default socket depends on, read without building the whole environment.
+    private static func socketEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        for name in ["EXPONEA_AUTHD_SOCKET", "XDG_RUNTIME_DIR"] {
+            if let value = getenv(name) { environment[name] = String(cString: value) }
+        }
+        return environment
     }
 
     /// The socket to use when none is given: `$EXPONEA_AUTHD_SOCKET`; else the user daemon's socket
@@ -103,17 +155,19 @@ public actor AuthDaemonClient {
     // MARK: Tokens
 
     /// Stores `token` for the group; every app of the group hears `tokenRefreshed` (R4, R6).
-    public func setToken(_ token: String, group: String) async throws(AuthClientError) -> SetTokenResult {
+    nonisolated(nonsending) public func setToken(_ token: String, group: String) async throws(AuthClientError)
+        -> SetTokenResult
+    {
         try await call("SetToken", SetTokenParameters(group: group, token: CompactToken(token)))
     }
 
     /// The group's token, claims and generation, without side effects.
-    public func getToken(group: String) async throws(AuthClientError) -> GetTokenResult {
+    nonisolated(nonsending) public func getToken(group: String) async throws(AuthClientError) -> GetTokenResult {
         try await call("GetToken", GroupParameters(group: group))
     }
 
     /// The check before a stream request (R15-R17); when it has a reason, the group's apps hear `jwtError`.
-    public func preflight(group: String) async throws(AuthClientError) -> PreflightResult {
+    nonisolated(nonsending) public func preflight(group: String) async throws(AuthClientError) -> PreflightResult {
         try await call("Preflight", GroupParameters(group: group))
     }
 
@@ -122,7 +176,7 @@ public actor AuthDaemonClient {
     /// - Parameters:
     ///   - generation: The generation of the token the request carried; nil when it carried none.
     ///   - tokenExpired: The 401 body's `token_expired` flag.
-    public func reportAuthFailure(
+    nonisolated(nonsending) public func reportAuthFailure(
         group: String, status: Int, generation: UInt64?, tokenExpired: Bool? = nil
     ) async throws(AuthClientError) -> ReportAuthFailureResult {
         try await call(
@@ -133,17 +187,19 @@ public actor AuthDaemonClient {
     }
 
     /// Returns as soon as the group's generation is newer than `after`, or after `timeout` (at most 5 s).
-    public func waitForToken(group: String, after: UInt64, timeout: Duration) async throws(AuthClientError)
+    nonisolated(nonsending) public func waitForToken(group: String, after: UInt64, timeout: Duration)
+        async throws(AuthClientError)
         -> WaitForTokenResult
     {
         let milliseconds = min(max(0, Int(timeout / .milliseconds(1))), WaitForTokenParameters.maximumTimeoutMs)
         return try await call(
-            "WaitForToken", WaitForTokenParameters(group: group, after: after, timeoutMs: milliseconds))
+            "WaitForToken", WaitForTokenParameters(group: group, after: after, timeoutMs: milliseconds),
+            wait: .milliseconds(milliseconds))
     }
 
     /// Stores the customer ids and, when given, the token; without a token the stored one is cleared (R7).
     /// Returns the new generation.
-    public func identifyCustomer(group: String, customerIds: [String: String], token: String?)
+    nonisolated(nonsending) public func identifyCustomer(group: String, customerIds: [String: String], token: String?)
         async throws(AuthClientError) -> UInt64
     {
         let parameters = IdentifyCustomerParameters(
@@ -159,24 +215,24 @@ public actor AuthDaemonClient {
     /// - Returns: How many apps were asked to flush and which did not confirm within the daemon's bound
     ///   (the group is cleared either way).
     @discardableResult
-    public func anonymize(group: String) async throws(AuthClientError) -> ClearResult {
-        try await call("Anonymize", GroupParameters(group: group))
+    nonisolated(nonsending) public func anonymize(group: String) async throws(AuthClientError) -> ClearResult {
+        try await call("Anonymize", GroupParameters(group: group), wait: flushWait)
     }
 
     /// As ``anonymize(group:)``, when the integration stops (R8).
     @discardableResult
-    public func stopIntegration(group: String) async throws(AuthClientError) -> ClearResult {
-        try await call("StopIntegration", GroupParameters(group: group))
+    nonisolated(nonsending) public func stopIntegration(group: String) async throws(AuthClientError) -> ClearResult {
+        try await call("StopIntegration", GroupParameters(group: group), wait: flushWait)
     }
 
     /// The wipe: clears the whole group's local customer data at once, without a flush, telling every app of
     /// it to drop its own, unsent events included; returns when done (R9).
-    public func clearLocalCustomerData(group: String) async throws(AuthClientError) {
+    nonisolated(nonsending) public func clearLocalCustomerData(group: String) async throws(AuthClientError) {
         let _: EmptyPayload = try await call("ClearLocalCustomerData", GroupParameters(group: group))
     }
 
     /// Tells the daemon this process has flushed for `flushId` (R9).
-    public func acknowledgeFlush(group: String, flushId: String) async throws(AuthClientError) {
+    nonisolated(nonsending) public func acknowledgeFlush(group: String, flushId: String) async throws(AuthClientError) {
         let _: EmptyPayload = try await call(
             "AcknowledgeFlush", AcknowledgeFlushParameters(group: group, flushId: flushId))
     }
@@ -185,7 +241,9 @@ public actor AuthDaemonClient {
     ///
     /// The claim belongs to the connection the call went on, one of this client's pool: it ends when that
     /// connection closes. Use ``holdRefreshClaim(group:generation:)`` to hold a claim for a fetch.
-    public func claimRefresh(group: String, generation: UInt64) async throws(AuthClientError) -> Bool {
+    nonisolated(nonsending) public func claimRefresh(group: String, generation: UInt64) async throws(AuthClientError)
+        -> Bool
+    {
         let result: ClaimRefreshResult = try await call(
             "ClaimRefresh", ClaimRefreshParameters(group: group, generation: generation))
         return result.granted
@@ -196,7 +254,8 @@ public actor AuthDaemonClient {
     /// claim at once and another app refreshes.
     ///
     /// - Returns: The claim, or nil when another app holds it or the generation was already refreshed.
-    public nonisolated func holdRefreshClaim(group: String, generation: UInt64) async throws(AuthClientError)
+    nonisolated(nonsending) public func holdRefreshClaim(group: String, generation: UInt64)
+        async throws(AuthClientError)
         -> RefreshClaim?
     {
         let connection = try await connectWithinBound()
@@ -218,7 +277,7 @@ public actor AuthDaemonClient {
     }
 
     /// The groups this user may use.
-    public func listGroups() async throws(AuthClientError) -> [GroupSummary] {
+    nonisolated(nonsending) public func listGroups() async throws(AuthClientError) -> [GroupSummary] {
         let result: ListGroupsResult = try await call("ListGroups", EmptyPayload())
         return result.groups
     }
@@ -230,71 +289,136 @@ public actor AuthDaemonClient {
     }
 
     /// What the daemon says about itself (`org.varlink.service.GetInfo`).
-    public func info() async throws(AuthClientError) -> DaemonInfo {
+    nonisolated(nonsending) public func info() async throws(AuthClientError) -> DaemonInfo {
         try await call("GetInfo", EmptyPayload(), interface: "org.varlink.service")
     }
 
     // MARK: Events
 
-    /// The group's events as they happen, on a connection of their own. The sequence throws
-    /// ``AuthClientError`` when the daemon cannot be reached or the connection is lost; subscribe again
-    /// to go on (``ExponeaAuthClient`` does so by itself).
-    public nonisolated func events(group: String) -> AsyncThrowingStream<AuthEvent, any Error> {
+    /// The group's events as they happen, on a connection of their own, read on a thread of their own. The
+    /// sequence throws ``AuthClientError`` when the daemon cannot be reached, when the connection is lost, and
+    /// with ``AuthClientError/Code/timedOut`` when the daemon stops answering: the first event (the group's
+    /// state) must come within ``callTimeout``, and after ``keepAliveInterval`` of silence a call on another
+    /// connection must be answered within ``callTimeout``. Subscribe again to go on (``ExponeaAuthClient`` does
+    /// so by itself, with backoff).
+    public func events(group: String) -> AsyncThrowingStream<AuthEvent, any Error> {
         let (events, continuation) = AsyncThrowingStream.makeStream(of: AuthEvent.self)
-        let task = Task {
+        let subscription = Subscription()
+        continuation.onTermination = { _ in subscription.cancel() }
+        BlockingThread.start { [self] in
             do {
-                let connection = try await self.connectWithinBound()
-                defer { connection.close() }
-                let message = try Self.encode("com.exponea.Auth.Subscribe", GroupParameters(group: group), more: true)
-                for try await reply in connection.stream(message) {
-                    let result: SubscribeResult = try Self.decode(reply)
-                    continuation.yield(result.event)
-                }
-                continuation.finish(throwing: AuthClientError(.connectionLost, "The daemon ended the subscription"))
+                try follow(group: group, subscription: subscription) { continuation.yield($0) }
             } catch {
                 continuation.finish(throwing: error)
             }
         }
-        continuation.onTermination = { _ in task.cancel() }
         return events
+    }
+
+    /// Reads the group's events until the subscription ends: on the subscription's own thread.
+    private func follow(group: String, subscription: Subscription, _ yield: (AuthEvent) -> Void)
+        throws(AuthClientError)
+    {
+        let message = Self.encodeGroupCall("com.exponea.Auth.Subscribe", group: group, more: true)
+        let connection = try connectWithinBoundBlocking(subscription)
+        try subscription.attach(connection)
+        let replies = try connection.stream(message)
+        var first = true
+        while true {
+            let deadline = ContinuousClock.now + (first ? callTimeout : keepAliveInterval)
+            if let reply = try replies.next(until: deadline) {
+                first = false
+                let result: SubscribeResult = try Self.decode(reply)
+                yield(result.event)
+                guard Self.continues(reply) else {
+                    throw AuthClientError(.connectionLost, "The daemon ended the subscription")
+                }
+            } else if first {
+                throw AuthClientError.timedOut(socket: socketPath, after: callTimeout)
+            } else {
+                // Silence: the daemon may have nothing to say, or be stopped. Ask it on another connection.
+                try ping()
+            }
+        }
+    }
+
+    /// A call on a connection of its own that the daemon must answer within ``callTimeout``.
+    private func ping() throws(AuthClientError) {
+        let connection = try VarlinkConnection.connect(to: socketPath, trusting: trusted, timeout: callTimeout)
+        defer { connection.close() }
+        let _: DaemonInfo = try Self.decode(
+            try connection.callBlocking(Self.encodeGroupCall("org.varlink.service.GetInfo", group: nil)))
+    }
+
+    /// One subscription's connection, for its cancellation to reach the thread that reads it.
+    private final class Subscription: Sendable {
+        private let state = Mutex<(cancelled: Bool, connection: VarlinkConnection?)>((false, nil))
+
+        var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+        func attach(_ connection: VarlinkConnection) throws(AuthClientError) {
+            let cancelled = state.withLock { state in
+                state.connection = connection
+                return state.cancelled
+            }
+            if cancelled {
+                connection.close()
+                throw AuthClientError(.connectionLost, "The subscription was cancelled")
+            }
+        }
+
+        func cancel() {
+            state.withLock { state in
+                state.cancelled = true
+                return state.connection
+            }?.close()
+        }
     }
 
     // MARK: Calls
 
-    private func call<Parameters: Encodable, Result: Decodable>(
-        _ method: String, _ parameters: Parameters, interface: String = "com.exponea.Auth"
+    nonisolated(nonsending) private func call<Parameters: Encodable, Result: Decodable>(
+        _ method: String, _ parameters: Parameters, interface: String = "com.exponea.Auth", wait: Duration = .zero
     ) async throws(AuthClientError) -> Result {
         let message = try Self.encode("\(interface).\(method)", parameters)
         var (connection, reused) = try await checkOut()
         let reply: [UInt8]
         do {
-            reply = try await connection.call(message)
+            reply = try await connection.call(message, wait: wait)
         } catch  where reused && error.code == .connectionLost {
             // An idle connection the daemon closed (it restarted) before this side noticed: once more, anew.
             connection = try await connectWithinBound()
-            reply = try await connection.call(message)
+            reply = try await connection.call(message, wait: wait)
         }
         checkIn(connection)
         return try Self.decode(reply)
     }
 
-    private func checkOut() async throws(AuthClientError) -> (VarlinkConnection, reused: Bool) {
-        while let connection = idle.popLast() {
-            if connection.isActive { return (connection, true) }
+    nonisolated(nonsending) private func checkOut() async throws(AuthClientError) -> (
+        VarlinkConnection, reused: Bool
+    ) {
+        while let connection = idle.withLock({ $0.popLast() }) {
+            if connection.isUsable { return (connection, true) }
         }
         return (try await connectWithinBound(), false)
     }
 
     private func checkIn(_ connection: VarlinkConnection) {
-        guard connection.isActive, idle.count < Self.maximumIdleConnections else { return connection.close() }
-        idle.append(connection)
+        let kept =
+            connection.isUsable
+            && idle.withLock { idle in
+                guard idle.count < Self.maximumIdleConnections else { return false }
+                idle.append(connection)
+                return true
+            }
+        if !kept { connection.close() }
     }
 
-    private nonisolated func connectWithinBound() async throws(AuthClientError) -> VarlinkConnection {
+    nonisolated(nonsending) private func connectWithinBound() async throws(AuthClientError) -> VarlinkConnection {
         let deadline = ContinuousClock.now + unavailableBound
         while true {
             do {
-                return try await VarlinkConnection.connect(to: socketPath, trusting: trusted)
+                return try VarlinkConnection.connect(to: socketPath, trusting: trusted, timeout: callTimeout)
             } catch  where error.code == .daemonUnavailable && ContinuousClock.now < deadline {
                 do {
                     try await Task.sleep(for: .milliseconds(100))
@@ -305,51 +429,39 @@ public actor AuthDaemonClient {
         }
     }
 
+    /// ``connectWithinBound()`` for a thread of the library's own.
+    private func connectWithinBoundBlocking(_ subscription: Subscription) throws(AuthClientError)
+        -> VarlinkConnection
+    {
+        let deadline = ContinuousClock.now + unavailableBound
+        while true {
+            do {
+                return try VarlinkConnection.connect(to: socketPath, trusting: trusted, timeout: callTimeout)
+            } catch  where error.code == .daemonUnavailable && ContinuousClock.now < deadline {
+                guard !subscription.isCancelled else { throw error }
+                var pause = timespec(tv_sec: 0, tv_nsec: 100_000_000)
+                nanosleep(&pause, nil)
+            }
+        }
+    }
+
+    // MARK: The wire
+
     private struct Call<Parameters: Encodable>: Encodable {
         var method: String
         var parameters: Parameters
         var more: Bool?
     }
 
-    /// A reply, read once: its parameters, or the error it names with that error's parameters.
-    private struct Reply<Parameters: Decodable>: Decodable {
-        var outcome: Swift.Result<Parameters, AuthClientError>
-
-        enum CodingKeys: String, CodingKey { case error, parameters }
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            if let error = try container.decodeIfPresent(String.self, forKey: .error) {
-                let parameters = try? container.decodeIfPresent([String: LenientString].self, forKey: .parameters)
-                outcome = .failure(AuthClientError(reply: error, parameters: (parameters ?? [:]).mapValues(\.value)))
-            } else if let empty = EmptyPayload() as? Parameters, !container.contains(.parameters) {
-                outcome = .success(empty)  // `{}`: a method without results may leave parameters out
-            } else {
-                outcome = .success(try container.decode(Parameters.self, forKey: .parameters))
-            }
-        }
-    }
-
-    /// A parameter value as text, whatever its JSON type, so any error reply can be read.
-    private struct LenientString: Decodable {
-        var value: String
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            if let string = try? container.decode(String.self) {
-                value = string
-            } else if let number = try? container.decode(Double.self) {
-                value = "\(number)"
-            } else if let bool = try? container.decode(Bool.self) {
-                value = "\(bool)"
-            } else {
-                value = ""
-            }
-        }
-    }
-
+    /// A call's JSON. The calls of every request (a group's name, or nothing) are written here directly; the
+    /// rest (SetToken, IdentifyCustomer and the like, off the hot path) by `JSONEncoder`.
     static func encode<Parameters: Encodable>(_ method: String, _ parameters: Parameters, more: Bool = false)
         throws(AuthClientError) -> [UInt8]
     {
+        if let parameters = parameters as? GroupParameters {
+            return encodeGroupCall(method, group: parameters.group, more: more)
+        }
+        if parameters is EmptyPayload { return encodeGroupCall(method, group: nil, more: more) }
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.withoutEscapingSlashes]
@@ -359,13 +471,90 @@ public actor AuthDaemonClient {
         }
     }
 
-    static func decode<Result: Decodable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
-        let decoded: Reply<Result>
-        do {
-            decoded = try JSONDecoder().decode(Reply<Result>.self, from: Data(reply))
-        } catch {
-            throw AuthClientError(.protocolError, "The daemon's reply could not be read: \(error)")
+    /// `{"method":"…","parameters":{"group":"…"}}` (or `{}` without a group), with `"more":true` when asked.
+    static func encodeGroupCall(_ method: String, group: String?, more: Bool = false) -> [UInt8] {
+        var json: [UInt8] = []
+        json.reserveCapacity(64 + method.utf8.count + (group?.utf8.count ?? 0))
+        json.append(contentsOf: #"{"method":"#.utf8)
+        appendString(method, to: &json)
+        json.append(contentsOf: #","parameters":{"#.utf8)
+        if let group {
+            json.append(contentsOf: #""group":"#.utf8)
+            appendString(group, to: &json)
         }
-        return try decoded.outcome.get()
+        json.append(UInt8(ascii: "}"))
+        if more { json.append(contentsOf: #","more":true"#.utf8) }
+        json.append(UInt8(ascii: "}"))
+        return json
+    }
+
+    /// Appends `string` as a JSON string (RFC 8259 escapes).
+    private static func appendString(_ string: String, to json: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        json.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                json.append(UInt8(ascii: "\\"))
+                json.append(byte)
+            case ..<0x20:
+                json.append(contentsOf: #"\u00"#.utf8)
+                json.append(hex[Int(byte >> 4)])
+                json.append(hex[Int(byte & 0xF)])
+            default:
+                json.append(byte)
+            }
+        }
+        json.append(UInt8(ascii: "\""))
+    }
+
+    /// Reads a reply with the project's own parser (`JSONValue`) and the daemon's parameter decoder, leniently
+    /// (a member a newer daemon adds is ignored): its parameters, or the error it names.
+    static func decode<Result: Decodable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
+        guard let value = try? JSONValue(parsing: reply), case .object(let members) = value else {
+            throw AuthClientError(.protocolError, "The daemon's reply is not a JSON object")
+        }
+        if case .string(let name)? = members["error"] {
+            var parameters: [String: String] = [:]
+            if case .object(let values)? = members["parameters"] {
+                for (key, value) in values { parameters[key] = Self.text(value) }
+            }
+            throw AuthClientError(reply: name, parameters: parameters)
+        }
+        let parameters: [String: JSONValue]
+        switch members["parameters"] {
+        case nil, .null?: parameters = [:]
+        case .object(let object)?: parameters = object
+        default: throw AuthClientError(.protocolError, "The daemon's reply has parameters that are not an object")
+        }
+        do {
+            return try ParameterDecoder.decode(Result.self, from: parameters, rejectingUnknownMembers: false)
+        } catch {
+            let member: String? =
+                switch error {
+                case .invalid(let name): name
+                case .unknown(let name): name
+                }
+            throw AuthClientError(
+                .protocolError,
+                "The daemon's reply could not be read"
+                    + (member.map { " (member '\($0)')" } ?? "") + "; is the daemon of another version?")
+        }
+    }
+
+    /// Whether `reply` says more replies follow (an error reply ends a stream).
+    static func continues(_ reply: [UInt8]) -> Bool {
+        guard let value = try? JSONValue(parsing: reply), value["error"] == nil else { return false }
+        return value["continues"] == .bool(true)
+    }
+
+    /// A parameter value as text, whatever its JSON type, so any error reply can be read.
+    private static func text(_ value: JSONValue) -> String {
+        switch value {
+        case .string(let string): string
+        case .number(let literal): literal
+        case .bool(let bool): "\(bool)"
+        default: ""
+        }
     }
 }

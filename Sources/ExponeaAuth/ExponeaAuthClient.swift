@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthProtocol
-import Foundation
 import HTTPTypes
 import Logging
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// One app's view of its app group's stream JWT, held by exponea-authd and shared with every app of the
 /// group: the Exponea SDK's token API, for a Linux app.
@@ -20,11 +25,13 @@ import Synchronization
 /// The client subscribes to the group's events as soon as it is made and keeps the subscription across
 /// daemon restarts. It runs the JWT error handler when the group's token needs refreshing, and, with
 /// ``coalescesRefresh`` (the default), only in the one app of the group that claims the refresh (R28).
+/// A daemon that stops answering (stopped, hung) is noticed within ``AuthDaemonClient/keepAliveInterval`` plus
+/// ``AuthDaemonClient/callTimeout``, and the client subscribes again with backoff, as after a restart.
+///
+/// Every token set for the group comes on ``tokenRefreshes`` (an `AsyncStream` of ``TokenRefresh``), which
+/// replaces the `tokenRefreshedNotification` of `NotificationCenter` that earlier versions posted: the library
+/// links only FoundationEssentials, which has no `NotificationCenter`.
 public final class ExponeaAuthClient: Sendable {
-    /// Posted on `NotificationCenter.default` for every token set for the group, even an expired one (R6).
-    /// `userInfo` has `"group"` and `"generation"`.
-    public static let tokenRefreshedNotification = Notification.Name("ExponeaAuthTokenRefreshed")
-
     /// The app group.
     public let group: String
     /// How the app reaches Bloomreach.
@@ -70,17 +77,25 @@ public final class ExponeaAuthClient: Sendable {
     ///     (``AuthDaemonClient/defaultSocketPath(environment:uid:exists:)``).
     ///   - unavailableBound: How long a call waits for a daemon that is away before it fails with
     ///     ``AuthClientError/Code/daemonUnavailable``.
+    ///   - callTimeout: How long connecting and each call may take before they fail with
+    ///     ``AuthClientError/Code/timedOut`` (``AuthDaemonClient/defaultCallTimeout``, 5 s).
+    ///   - keepAliveInterval: How long the subscription may be silent before the client checks that the daemon
+    ///     still answers (``AuthDaemonClient/defaultKeepAliveInterval``, 30 s).
     public init(
         group: String,
         integration: Integration,
         socketPath: String? = nil,
         unavailableBound: Duration = .seconds(2),
+        callTimeout: Duration = AuthDaemonClient.defaultCallTimeout,
+        keepAliveInterval: Duration = AuthDaemonClient.defaultKeepAliveInterval,
         retryWait: Duration = .seconds(1),
         logger: Logger = Logger(label: "ExponeaAuth")
     ) {
         self.group = group
         self.integration = integration
-        self.daemon = AuthDaemonClient(socketPath: socketPath, unavailableBound: unavailableBound)
+        self.daemon = AuthDaemonClient(
+            socketPath: socketPath, unavailableBound: unavailableBound, callTimeout: callTimeout,
+            keepAliveInterval: keepAliveInterval)
         self.retryWait = retryWait
         self.logger = logger
         let forward: @Sendable (AuthEvent) async -> Void = { [weak self] event in await self?.handle(event) }
@@ -269,15 +284,21 @@ public final class ExponeaAuthClient: Sendable {
     public var events: AsyncStream<AuthEvent> { allEvents.stream() }
 
     /// Every token set for the group from now on, even an expired one (R6), until ``close()``.
+    ///
+    /// This replaces `tokenRefreshedNotification` (`NotificationCenter`, `userInfo` `group` and `generation`):
+    ///
+    /// ```swift
+    /// Task { for await refresh in auth.tokenRefreshes { print("token", refresh.generation, "for", refresh.group) } }
+    /// ```
     public var tokenRefreshes: AsyncStream<TokenRefresh> { refreshes.stream() }
 
-    /// Follows the group's events for as long as the task runs, subscribing again after the daemon went
-    /// away.
+    /// Follows the group's events for as long as the task runs, subscribing again, with backoff (100 ms doubling
+    /// to 2 s), after the daemon went away or stopped answering.
     private static func followEvents(
         of group: String, from daemon: AuthDaemonClient, logger: Logger,
         _ handle: @Sendable (AuthEvent) async -> Void, dropped: @Sendable () async -> Void
     ) async {
-        var delay = Duration.milliseconds(100)
+        var backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(2))
         var warned = false
         while !Task.isCancelled {
             do {
@@ -286,7 +307,7 @@ public final class ExponeaAuthClient: Sendable {
                         logger.notice("Subscribed again to the app group's events", metadata: ["group": "\(group)"])
                     }
                     warned = false
-                    delay = .milliseconds(100)
+                    backoff.reset()
                     await handle(event)
                 }
             } catch {
@@ -299,8 +320,7 @@ public final class ExponeaAuthClient: Sendable {
                     warned = true
                 }
             }
-            try? await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(2))
+            try? await Task.sleep(for: backoff.next())
         }
     }
 
@@ -319,11 +339,6 @@ public final class ExponeaAuthClient: Sendable {
         case .tokenRefreshed:
             let refresh = TokenRefresh(group: event.group, generation: event.generation)
             refreshes.yield(refresh)
-            NotificationCenter.default.post(
-                name: Self.tokenRefreshedNotification,
-                object: nil,
-                userInfo: ["group": event.group, "generation": event.generation]
-            )
         case .jwtError:
             let handler = state.withLock { state in
                 state.pendingJwtError = (event, state.jwtErrorHandler != nil)

@@ -23,12 +23,12 @@ struct AuthCtl: AsyncParsableCommand {
         discussion: """
             Tokens are read from standard input (or a file), never from the command line: the \
             arguments of a process are visible to every user of the machine. Every command that talks \
-            to the daemon takes --socket and --json; see 'authctl help COMMAND'.
+            to the daemon takes --socket, --timeout and --json; see 'authctl help COMMAND'.
 
             Exit status: 0 success; 1 an error, which standard error explains; 2 a wrong command \
             line; 3 no usable token (get, preflight); 4 an app did not confirm its flush (anonymize, \
-            stop); 69 exponea-authd is not reachable; 77 this user \
-            may not use the daemon or the app group.
+            stop); 69 exponea-authd is not reachable or did not answer in time (--timeout); \
+            77 this user may not use the daemon or the app group.
 
             Shell completions: authctl --generate-completion-script bash (or zsh, fish).
             """,

@@ -58,6 +58,8 @@ extension AuthCtl {
         static let configuration = CommandConfiguration(
             commandName: "anonymize",
             abstract: "Forget an app group's customer: flush, then clear token and customer ids.",
+            usage: "authctl anonymize <group> [--socket <path>] [--timeout <seconds>]\n"
+                + "                  [--json]",
             discussion: """
                 What an app does when its user logs out (the SDK's anonymize).
 

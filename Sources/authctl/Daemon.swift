@@ -26,16 +26,32 @@ struct DaemonOptions: ParsableArguments {
     )
     var socket: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Exit 69 when the daemon does not answer within this many seconds (default 5).",
+            valueName: "seconds"
+        )
+    )
+    var timeout: Double?
+
     @Flag(help: "Print JSON for scripts instead of text.")
     var json = false
 
     func validate() throws {
         if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
+        if let timeout, !(timeout > 0 && timeout <= 3600) {
+            throw ValidationError("--timeout needs a number of seconds above 0 and up to 3600, not \(timeout)")
+        }
+    }
+
+    /// How long connecting and each call may take.
+    var callTimeout: Duration {
+        timeout.map { .milliseconds(Int(($0 * 1000).rounded(.up))) } ?? AuthDaemonClient.defaultCallTimeout
     }
 
     /// A client for the chosen socket.
     func client() -> AuthDaemonClient {
-        AuthDaemonClient(socketPath: socket, unavailableBound: Self.unavailableBound)
+        AuthDaemonClient(socketPath: socket, unavailableBound: Self.unavailableBound, callTimeout: callTimeout)
     }
 
     /// Runs `body` with a client; a failed call is reported as `authctl: <message>` and ends the command with
@@ -73,7 +89,7 @@ extension AuthClientError {
     /// The exit code a failure of this kind ends `authctl` with.
     var exitCode: ExitCode {
         switch code {
-        case .daemonUnavailable, .connectionLost: AuthCtlExit.unavailable
+        case .daemonUnavailable, .connectionLost, .timedOut: AuthCtlExit.unavailable
         case .permissionDenied: AuthCtlExit.permissionDenied
         case .invalidGroupName: AuthCtlExit.usage
         default: AuthCtlExit.failure

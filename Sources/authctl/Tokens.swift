@@ -145,6 +145,8 @@ extension AuthCtl {
         static let configuration = CommandConfiguration(
             commandName: "set",
             abstract: "Store a token for an app group, read from standard input or a file.",
+            usage: "authctl set <group> [--file <path>] [--socket <path>]\n"
+                + "            [--timeout <seconds>] [--json]",
             discussion: """
                 Reads the token from standard input, or from --file; white space around it is ignored. \
                 The daemon checks its form (three base64url parts, alg, exp and ids; not the \
@@ -233,6 +235,8 @@ extension AuthCtl {
         static let configuration = CommandConfiguration(
             commandName: "preflight",
             abstract: "Run the check an app runs before a stream request, and print its outcome.",
+            usage: "authctl preflight <group> [--socket <path>] [--timeout <seconds>]\n"
+                + "                  [--json]",
             discussion: """
                 Prints the token's state (valid, expiredSoon, expired or notProvided), the reason for \
                 the JWT error handler, if any, and the generation. Unlike get, this is what an app \

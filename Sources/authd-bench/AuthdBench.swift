@@ -16,7 +16,7 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, hops, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl
+    case latency, hops, client, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl
 }
 
 struct Run: ParsableCommand {
@@ -67,6 +67,7 @@ struct Run: ParsableCommand {
             switch benchmark {
             case .latency: try LatencyBenchmark(settings).run(report)
             case .hops: try HopsBenchmark(settings).run(report)
+            case .client: try ClientBenchmark(settings).run(report)
             case .throughput: try ThroughputBenchmark(settings).run(report)
             case .fanout: try FanOutBenchmark(settings).run(report)
             case .bus: try BusFanOutBenchmark(settings).run(report)

@@ -3,6 +3,13 @@
 // ExponeaAuth, registers an async JWT error handler, and is driven line by line on standard input.
 //
 // Usage: authd-test-app SOCKET GROUP [--sync]
+//        authd-test-app --first-call SOCKET GROUP    one GetToken and exit (0, or 1 when it failed): what
+//                                                    authd-bench times from process start
+//        authd-test-app --bench SOCKET GetToken|Header GROUP COUNT
+//                                                    COUNT calls of AuthDaemonClient.getToken (or of
+//                                                    ExponeaAuthClient's authenticator.getAuthHeader()), then
+//                                                    prints "p50_ns cpu_ns_per_call switches_per_call", as
+//                                                    authd-bench's C client does
 //
 // Prints:  handler REASON            its JWT error handler runs (then waits for a handler command)
 //          set GENERATION            the handler stored the token it was given
@@ -15,11 +22,20 @@
 //          accept ID                 the app's backend accepts only tokens whose "registered" id is ID
 //          request                   sends one stream request through ExponeaAuthClient.execute
 // A handler given no command hangs: that is how a test makes a claimant that is alive but stuck.
+// Links FoundationEssentials only, as an app should be able to: authd-bench and the size check look at it.
 import AuthCore
 import ExponeaAuth
-import Foundation
 import HTTPTypes
 import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @main
 enum TestApp {
@@ -36,8 +52,20 @@ enum TestApp {
 
     @MainActor
     static func main() async throws {
+        if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--first-call" {
+            let daemon = AuthDaemonClient(socketPath: CommandLine.arguments[2])
+            exit((try? await daemon.getToken(group: CommandLine.arguments[3])) == nil ? 1 : 0)
+        }
+        if CommandLine.arguments.count == 6, CommandLine.arguments[1] == "--bench",
+            let count = Int(CommandLine.arguments[5]), count > 0
+        {
+            let arguments = CommandLine.arguments
+            let ok = await bench(socket: arguments[2], method: arguments[3], group: arguments[4], count: count)
+            exit(ok ? 0 : 1)
+        }
         guard CommandLine.arguments.count >= 3 else {
-            FileHandle.standardError.write(Data("usage: authd-test-app SOCKET GROUP [--sync]\n".utf8))
+            let usage = Array("usage: authd-test-app SOCKET GROUP [--sync]\n".utf8)
+            _ = usage.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
             exit(2)
         }
         let reader = CommandReader()
@@ -67,8 +95,58 @@ enum TestApp {
         while true { try await Task.sleep(for: .seconds(3600)) }
     }
 
+    /// `count` timed calls; prints their p50 and the process's CPU time and context switches per call.
+    static func bench(socket: String, method: String, group: String, count: Int) async -> Bool {
+        var samples: [UInt64] = []
+        samples.reserveCapacity(count)
+        var before = rusage()
+        var after = rusage()
+        do {
+            if method == "Header" {
+                let auth = ExponeaAuthClient(
+                    group: group, integration: .stream(StreamSettings(streamId: "bench")), socketPath: socket)
+                defer { auth.close() }
+                _ = try await auth.authenticator.getAuthHeader()
+                getrusage(RUSAGE_SELF.rawValue, &before)
+                for _ in 0..<count {
+                    let start = ContinuousClock.now
+                    _ = try await auth.authenticator.getAuthHeader()
+                    samples.append(nanoseconds(ContinuousClock.now - start))
+                }
+                getrusage(RUSAGE_SELF.rawValue, &after)
+            } else {
+                let daemon = AuthDaemonClient(socketPath: socket)
+                _ = try await daemon.getToken(group: group)
+                getrusage(RUSAGE_SELF.rawValue, &before)
+                for _ in 0..<count {
+                    let start = ContinuousClock.now
+                    _ = try await daemon.getToken(group: group)
+                    samples.append(nanoseconds(ContinuousClock.now - start))
+                }
+                getrusage(RUSAGE_SELF.rawValue, &after)
+            }
+        } catch {
+            say("error \(error)")
+            return false
+        }
+        samples.sort()
+        func micros(_ time: timeval) -> Double { Double(time.tv_sec) * 1e6 + Double(time.tv_usec) }
+        let cpu =
+            (micros(after.ru_utime) - micros(before.ru_utime) + micros(after.ru_stime) - micros(before.ru_stime))
+            * 1000
+        let switches = after.ru_nvcsw - before.ru_nvcsw + after.ru_nivcsw - before.ru_nivcsw
+        let perCall = (Double(switches) / Double(count) * 1000).rounded() / 1000
+        say("\(samples[(count + 1) / 2 - 1]) \(Int(cpu / Double(count))) \(perCall)")
+        return true
+    }
+
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
+    }
+
     static func say(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
     }
 
     /// One stream request to a backend that accepts only the tokens of the accepted customer.

@@ -15,38 +15,45 @@
 /// | the system daemon's, `/run/exponea-authd/io.socket` | root (socket activation: PID 1 listens) and the system user `exponea-authd` |
 /// | the user daemon's (`$XDG_RUNTIME_DIR`, or the `/tmp` fallback) | this user and root |
 /// | one given explicitly (`socketPath:`, `$EXPONEA_AUTHD_SOCKET`, `authctl --socket`) | this user, root and `exponea-authd` |
+///
+/// The system user's uid is looked up (NSS) only when the server is neither root nor this user, so that the common
+/// case costs a process nothing at start-up.
 struct TrustedServer: Hashable, Sendable {
-    /// The uids accepted.
-    var uids: Set<UInt32>
-    /// What the uids are, for the message when the server is none of them.
-    var expected: String
+    /// The uids accepted besides the system user's (an array: a `Set` costs a process start a conformance
+    /// lookup).
+    var uids: [UInt32]
+    /// Whether the system user `exponea-authd` is accepted too.
+    var systemUser: Bool
+    /// Who is accepted, besides the system user, for the message when the server is none of them.
+    var others: String
 
     /// The system daemon's user, as `systemd/exponea-authd.sysusers` creates it.
     static let systemUserName = "exponea-authd"
 
     /// For the system daemon's socket.
-    static var systemDaemon: TrustedServer {
-        var uids: Set<UInt32> = [0]
-        var expected = "root"
-        if let uid = systemUserID {
-            uids.insert(uid)
-            expected += " or \(systemUserName) (uid \(uid))"
-        }
-        return TrustedServer(uids: uids, expected: expected)
-    }
+    static var systemDaemon: TrustedServer { TrustedServer(uids: [0], systemUser: true, others: "root") }
 
     /// For the user daemon's socket: this user's (effective uid) or root's.
     static var userDaemon: TrustedServer {
         let uid = geteuid()
-        return TrustedServer(uids: [0, uid], expected: "this user (uid \(uid)) or root")
+        return TrustedServer(uids: [0, uid], systemUser: false, others: "this user (uid \(uid)) or root")
     }
 
     /// For a socket given explicitly, which may be either daemon's.
     static var eitherDaemon: TrustedServer {
-        let system = systemDaemon
         let user = geteuid()
-        return TrustedServer(
-            uids: system.uids.union([user]), expected: "this user (uid \(user)), " + system.expected)
+        return TrustedServer(uids: [0, user], systemUser: true, others: "this user (uid \(user)), root")
+    }
+
+    /// Whether a server running as `uid` is accepted.
+    func accepts(_ uid: UInt32) -> Bool {
+        uids.contains(uid) || (systemUser && Self.systemUserID == uid)
+    }
+
+    /// What the accepted uids are, for the message when the server is none of them.
+    var expected: String {
+        guard systemUser, let uid = Self.systemUserID else { return others }
+        return others + " or \(Self.systemUserName) (uid \(uid))"
     }
 
     /// The uid of ``systemUserName``, looked up once per process; nil when there is no such user.

@@ -1,63 +1,123 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
-import Foundation
-import NIOCore
-import NIOPosix
+import Synchronization
 
-/// One connection to the daemon's Varlink socket. Calls may overlap: they are sent in order and their
-/// replies matched in order.
-final class VarlinkConnection: Sendable {
-    private let channel: any Channel
+#if canImport(Glibc)
+    import Glibc
+#endif
 
-    private init(channel: any Channel) { self.channel = channel }
+/// One connection to the daemon's Varlink socket: a plain blocking Unix socket with one call at a time, as a C
+/// client has it, every wait bounded.
+///
+/// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and waits for the reply with
+/// `poll` for up to ``inlineReplyWait``, which is all a call takes when the daemon answers at once: no thread
+/// switch. A reply that takes longer (a daemon that waits by design, `WaitForToken`, or one that is busy or
+/// stopped) is awaited on a thread of the call's own, with `poll`, until the call's deadline; the caller's thread
+/// is free meanwhile. Reads never block (`MSG_DONTWAIT`): only `poll` waits, with its bound.
+///
+/// Calls on one connection take turns (a call made while another is in flight waits for it). A connection whose
+/// call failed, timed out or was cancelled is closed: a late reply must never be taken for the next call's.
+final class VarlinkConnection: @unchecked Sendable {
+    /// The socket's path, for messages.
+    let path: String
+    /// How long a call may take, on top of a wait the method makes by design.
+    let timeout: Duration
+    /// The server's process id, as `SO_PEERCRED` gave it at connect time.
+    let serverPID: Int32
 
-    /// Connects to the socket at `path` and checks, before anything is sent, that the process listening there
-    /// is one of `trusted`.
+    private let fd: Int32
+    private let state = Mutex(State())
+    /// Touched only by the call that holds the connection (``State/busy``): no lock around it.
+    private var decoder = VarlinkFrameDecoder(maximumMessageSize: maximumReplySize)
+
+    private struct State {
+        var busy = false
+        /// Closed, or to be closed when the call in flight ends.
+        var closing = false
+        var fdClosed = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Replies can be long (ListGroups of many groups); the bound keeps a broken peer from filling memory.
+    static let maximumReplySize = 16 * 1024 * 1024
+
+    /// How long a call waits for its reply on its caller's thread before it awaits the rest on a thread of its
+    /// own: `poll`'s shortest bound, 25 times a GetToken round trip on an idle machine (40 µs), short enough that
+    /// callers waiting at once on a loaded machine do not hold the threads of Swift's cooperative pool for long.
+    static let inlineReplyWait = Duration.milliseconds(1)
+
+    private init(fd: Int32, path: String, timeout: Duration, serverPID: Int32) {
+        self.fd = fd
+        self.path = path
+        self.timeout = timeout
+        self.serverPID = serverPID
+    }
+
+    deinit {
+        if !state.withLock({ $0.fdClosed }) { Glibc.close(fd) }
+    }
+
+    /// Connects to the socket at `path`, within `timeout`, and checks, before anything is sent, that the
+    /// process listening there is one of `trusted`.
     ///
     /// - Throws: ``AuthClientError`` with ``AuthClientError/Code/daemonUnavailable`` when nothing listens
-    ///   there, ``AuthClientError/Code/permissionDenied`` when the socket may not be opened, or
-    ///   ``AuthClientError/Code/untrustedServer`` when another user's process listens there.
-    static func connect(
-        to path: String,
-        trusting trusted: TrustedServer,
-        on group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws(AuthClientError) -> VarlinkConnection {
-        let channel: any Channel
-        do {
-            channel = try await ClientBootstrap(group: group)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(VarlinkClientHandler())
-                    }
+    ///   there, ``AuthClientError/Code/permissionDenied`` when the socket may not be opened,
+    ///   ``AuthClientError/Code/untrustedServer`` when another user's process listens there, or
+    ///   ``AuthClientError/Code/timedOut`` when the daemon's backlog stays full (it does not accept).
+    static func connect(to path: String, trusting trusted: TrustedServer, timeout: Duration)
+        throws(AuthClientError) -> VarlinkConnection
+    {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw AuthClientError(.daemonUnavailable, "The socket path \(path) is too long for a Unix socket")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: pathBytes + [0]) }
+
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else {
+            throw AuthClientError(.daemonUnavailable, "Cannot make a socket: \(String(cString: strerror(errno)))")
+        }
+        // SO_SNDTIMEO bounds connect (a full backlog) and every write.
+        setTimeout(fd, SO_SNDTIMEO, timeout)
+        var result: Int32
+        repeat {
+            result = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
                 }
-                .connect(unixDomainSocketPath: path)
-                .get()
-        } catch let error as IOError where error.errnoCode == EACCES || error.errnoCode == EPERM {
-            throw AuthClientError(
-                .permissionDenied, "Not allowed to connect to \(path): this user may not use this daemon")
-        } catch {
-            throw AuthClientError(
-                .daemonUnavailable,
-                "exponea-authd is not reachable at \(path) (\(Self.reason(error))); start it with "
-                    + "'exponea-authd --user' or 'systemctl start exponea-authd.socket', "
-                    + "or point EXPONEA_AUTHD_SOCKET at its socket"
-            )
+            }
+        } while result != 0 && errno == EINTR
+        if result != 0 {
+            let error = errno
+            Glibc.close(fd)
+            switch error {
+            case EACCES, EPERM:
+                throw AuthClientError(
+                    .permissionDenied, "Not allowed to connect to \(path): this user may not use this daemon")
+            case EAGAIN:
+                throw AuthClientError.timedOut(socket: path, after: timeout)
+            default:
+                throw AuthClientError(
+                    .daemonUnavailable,
+                    "exponea-authd is not reachable at \(path) (\(String(cString: strerror(error)))); start it with "
+                        + "'exponea-authd --user' or 'systemctl start exponea-authd.socket', "
+                        + "or point EXPONEA_AUTHD_SOCKET at its socket"
+                )
+            }
         }
-        // Nothing has been written yet: VarlinkClientHandler writes only the calls it is given.
-        let server: PeerCredentials
-        do {
-            guard let provider = channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
-            server = try await provider.unsafeGetSocketOption(
-                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)
-            ).get()
-        } catch {
-            channel.close(promise: nil)
+        // Nothing has been written yet: who serves the socket is checked first.
+        var server = PeerCredentials()
+        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &server, &length) == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
             throw AuthClientError(
-                .untrustedServer,
-                "Cannot read who serves \(path) (\(Self.reason(error))); nothing was sent to it")
+                .untrustedServer, "Cannot read who serves \(path) (\(reason)); nothing was sent to it")
         }
-        guard trusted.uids.contains(server.uid) else {
-            channel.close(promise: nil)
+        guard trusted.accepts(server.uid) else {
+            Glibc.close(fd)
             throw AuthClientError(
                 .untrustedServer,
                 "The process serving \(path) runs as uid \(server.uid), not as \(trusted.expected): it is not "
@@ -65,48 +125,292 @@ final class VarlinkConnection: Sendable {
                     + "administrator to remove \(path), or point EXPONEA_AUTHD_SOCKET at the daemon's socket"
             )
         }
-        return VarlinkConnection(channel: channel)
+        return VarlinkConnection(fd: fd, path: path, timeout: timeout, serverPID: server.pid)
     }
 
-    /// Whether the connection is still open.
-    var isActive: Bool { channel.isActive }
+    private static func setTimeout(_ fd: Int32, _ option: Int32, _ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        var value = timeval(tv_sec: Int(max(0, seconds)), tv_usec: Int(max(0, attoseconds) / 1_000_000_000_000))
+        if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }  // 0 would mean "no bound"
+        _ = setsockopt(fd, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Whether the connection can take another call: no call on it failed and it was not closed. (A daemon
+    /// that closed its end is found by the next call, which fails with ``AuthClientError/Code/connectionLost``
+    /// before the call is sent, and is retried on a new connection.)
+    var isUsable: Bool { !state.withLock { $0.closing } }
+
+    // MARK: Calls
 
     /// Sends one call and returns its reply's JSON.
-    func call(_ message: [UInt8]) async throws(AuthClientError) -> [UInt8] {
-        let promise = channel.eventLoop.makePromise(of: [UInt8].self)
-        let written = channel.eventLoop.makePromise(of: Void.self)
-        written.futureResult.whenFailure { _ in promise.fail(Self.closed) }
-        channel.writeAndFlush(PendingCall(message: message, replies: .single(promise)), promise: written)
+    ///
+    /// - Parameter wait: How much longer than ``timeout`` the reply may take by design (`WaitForToken`'s own
+    ///   timeout, the apps' flushes); a call with one is awaited off the caller's thread from the start.
+    /// - Throws: ``AuthClientError/Code/timedOut`` naming the socket when no reply came in time,
+    ///   ``AuthClientError/Code/connectionLost`` when the connection closed first.
+    nonisolated(nonsending) func call(_ message: [UInt8], wait: Duration = .zero) async throws(AuthClientError)
+        -> [UInt8]
+    {
+        try await acquire()
+        var ok = false
+        defer { relinquish(keepOpen: ok) }
+        let deadline = ContinuousClock.now + timeout + wait
+        try send(message)
+        if wait == .zero, let reply = try receiveInline() {
+            ok = true
+            return reply
+        }
+        let reply = try await awaitOffPool(until: deadline, allowance: timeout + wait)
+        ok = true
+        return reply
+    }
+
+    /// Sends one call and waits for its reply on this thread (for threads of the library's own).
+    func callBlocking(_ message: [UInt8]) throws(AuthClientError) -> [UInt8] {
+        try acquireBlocking()
+        var ok = false
+        defer { relinquish(keepOpen: ok) }
+        let deadline = ContinuousClock.now + timeout
+        try send(message)
+        guard let reply = try receive(until: deadline) else {
+            throw AuthClientError.timedOut(socket: path, after: timeout)
+        }
+        ok = true
+        return reply
+    }
+
+    /// Sends a call with `more` and hands its replies, one at a time, to a thread of the library's own: see
+    /// ``Replies``. The connection is the stream's from then on.
+    func stream(_ message: [UInt8]) throws(AuthClientError) -> Replies {
+        try acquireBlocking()
         do {
-            return try await promise.futureResult.get()
-        } catch let error as AuthClientError {
-            throw error
+            try send(message)
         } catch {
-            throw AuthClientError(.connectionLost, "The call to exponea-authd failed: \(error)")
+            relinquish(keepOpen: false)
+            throw error
+        }
+        return Replies(connection: self)
+    }
+
+    /// The replies of a call with `more`, read on the thread that holds them.
+    struct Replies: ~Copyable {
+        let connection: VarlinkConnection
+
+        /// The next reply, or nil when none came by `deadline`.
+        func next(until deadline: ContinuousClock.Instant) throws(AuthClientError) -> [UInt8]? {
+            try connection.receive(until: deadline)
+        }
+
+        deinit { connection.relinquish(keepOpen: false) }
+    }
+
+    /// Closes the connection; a call in flight ends at once with ``AuthClientError/Code/connectionLost``.
+    func close() {
+        let closeNow = state.withLock { state -> Bool in
+            state.closing = true
+            guard !state.fdClosed else { return false }
+            guard !state.busy else {
+                // The call in flight holds the descriptor: wake it, and it closes the connection when it ends.
+                // Under the lock: once the call ends, the descriptor is closed and its number may be another
+                // connection's.
+                _ = shutdown(fd, Int32(SHUT_RDWR))
+                return false
+            }
+            state.fdClosed = true
+            return true
+        }
+        if closeNow { Glibc.close(fd) }
+    }
+
+    /// Wakes the call in flight (its task was cancelled); nothing when none is.
+    private func interrupt() {
+        state.withLock { state in
+            if state.busy && !state.fdClosed { _ = shutdown(fd, Int32(SHUT_RDWR)) }
         }
     }
 
-    /// Sends one call with `more` and returns its replies as they come. The stream ends after the last
-    /// reply, and throws when the connection closes first.
-    func stream(_ message: [UInt8]) -> AsyncThrowingStream<[UInt8], any Error> {
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
-        let channel = channel
-        continuation.onTermination = { termination in
-            if case .cancelled = termination { channel.close(promise: nil) }
+    // MARK: Taking turns
+
+    private nonisolated(nonsending) func acquire() async throws(AuthClientError) {
+        while true {
+            let free = state.withLock { state -> Bool? in
+                if state.closing { return nil }
+                if !state.busy {
+                    state.busy = true
+                    return true
+                }
+                return false
+            }
+            switch free {
+            case nil: throw Self.closed
+            case true?: return
+            case false?:
+                await withCheckedContinuation { continuation in
+                    let resumeNow = state.withLock { state -> Bool in
+                        guard state.busy, !state.closing else { return true }
+                        state.waiting.append(continuation)
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            }
         }
-        let written = channel.eventLoop.makePromise(of: Void.self)
-        written.futureResult.whenFailure { _ in continuation.finish(throwing: Self.closed) }
-        channel.writeAndFlush(PendingCall(message: message, replies: .stream(continuation)), promise: written)
-        return stream
     }
 
-    /// Closes the connection; calls still waiting fail with ``AuthClientError/Code/connectionLost``.
-    func close() { channel.close(promise: nil) }
+    private func acquireBlocking() throws(AuthClientError) {
+        let free = state.withLock { state -> Bool in
+            guard !state.closing, !state.busy else { return false }
+            state.busy = true
+            return true
+        }
+        guard free else { throw Self.closed }
+    }
+
+    private func relinquish(keepOpen: Bool) {
+        let (closeNow, next) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+            state.busy = false
+            if !keepOpen { state.closing = true }
+            var closeNow = false
+            if state.closing && !state.fdClosed {
+                state.fdClosed = true
+                closeNow = true
+            }
+            return (closeNow, state.waiting.isEmpty ? nil : state.waiting.removeFirst())
+        }
+        if closeNow { Glibc.close(fd) }
+        next?.resume()
+    }
+
+    // MARK: Reading and writing (by the holder only)
+
+    private func send(_ message: [UInt8]) throws(AuthClientError) {
+        var framed = message
+        framed.append(0)
+        var sent = 0
+        while sent < framed.count {
+            let result = framed.withUnsafeBytes { bytes in
+                Glibc.send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if result > 0 {
+                sent += result
+            } else if result < 0 && errno == EINTR {
+                continue
+            } else if result < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                throw AuthClientError.timedOut(socket: path, after: timeout)
+            } else {
+                throw AuthClientError(
+                    .connectionLost,
+                    "The connection to exponea-authd at \(path) closed before the call was sent")
+            }
+        }
+    }
+
+    /// Waits on the caller's thread for up to ``inlineReplyWait``; nil when the reply has not come by then.
+    private func receiveInline() throws(AuthClientError) -> [UInt8]? {
+        try receive(until: ContinuousClock.now + Self.inlineReplyWait)
+    }
+
+    /// Waits until a whole message is there or `deadline` passes (nil then).
+    fileprivate func receive(until deadline: ContinuousClock.Instant) throws(AuthClientError) -> [UInt8]? {
+        while true {
+            if let message = try nextMessage() { return message }
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return nil }
+            let milliseconds = Int32(clamping: Int((remaining / .milliseconds(1)).rounded(.up)))
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, max(1, milliseconds))
+            if ready < 0 && errno != EINTR {
+                throw AuthClientError(.connectionLost, "Waiting for exponea-authd at \(path) failed")
+            }
+            if ready > 0 { try readSome() }
+        }
+    }
+
+    /// Reads what is there, without waiting.
+    private func readSome() throws(AuthClientError) {
+        let outcome: Result<Void, AuthClientError> = withUnsafeTemporaryAllocation(
+            byteCount: 16 * 1024, alignment: 16
+        ) { buffer in
+            while true {
+                let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+                if count > 0 {
+                    decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                    return .success(())
+                }
+                if count < 0 && errno == EINTR { continue }
+                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .success(()) }
+                return .failure(
+                    AuthClientError(
+                        .connectionLost,
+                        "The connection to exponea-authd at \(path) closed before the reply came"))
+            }
+        }
+        try outcome.get()
+    }
+
+    private func nextMessage() throws(AuthClientError) -> [UInt8]? {
+        do {
+            return try decoder.nextMessage()
+        } catch {
+            throw AuthClientError(.protocolError, "The daemon sent a reply over \(Self.maximumReplySize) bytes")
+        }
+    }
+
+    /// Awaits the reply on a thread of its own, so that a slow reply holds no thread of the caller's pool; a
+    /// cancelled task ends the wait (and the connection).
+    private nonisolated(nonsending) func awaitOffPool(until deadline: ContinuousClock.Instant, allowance: Duration)
+        async throws(AuthClientError) -> [UInt8]
+    {
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<[UInt8], AuthClientError>, Never>) in
+                BlockingThread.start { [self] in
+                    continuation.resume(
+                        returning: Result { () throws(AuthClientError) -> [UInt8] in
+                            guard let reply = try self.receive(until: deadline) else {
+                                throw AuthClientError.timedOut(socket: self.path, after: allowance)
+                            }
+                            return reply
+                        })
+                }
+            }
+        } onCancel: {
+            interrupt()
+        }
+        if Task.isCancelled, case .failure = result {
+            throw AuthClientError(.connectionLost, "The call to exponea-authd at \(path) was cancelled")
+        }
+        return try result.get()
+    }
 
     private static let closed = AuthClientError(.connectionLost, "The connection to exponea-authd is closed")
+}
 
-    private static func reason(_ error: any Error) -> String {
-        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
-        return "\(error)"
+/// Runs blocking work on a detached thread of its own (the slow replies, the event subscriptions), never on a
+/// thread of Swift's cooperative pool.
+enum BlockingThread {
+    private final class Body {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+
+    /// Starts `body` on a new detached thread; runs it on this thread if no thread can be made.
+    static func start(_ body: @escaping @Sendable () -> Void) {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        pthread_attr_setstacksize(&attributes, 256 * 1024)
+        let context = Unmanaged.passRetained(Body(body)).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread, &attributes,
+            { context in
+                Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+                return nil
+            }, context)
+        if created != 0 {
+            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
+        }
     }
 }

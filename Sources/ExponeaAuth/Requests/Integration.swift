@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// How an app reaches Bloomreach: through a Data hub event stream with stream JWTs, or through an
 /// Engagement project with its API token.

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
 import HTTPTypes
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// Sends one HTTP request and returns the response and its body: the app's own HTTP client.
 public typealias HTTPTransport = @Sendable (HTTPRequest, Data?) async throws -> (HTTPResponse, Data)

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The client side, as apps and scripts see the daemon: the `ExponeaAuth` library's calls beside a small
+/// blocking Varlink client in C (`Resources/c-client.c`, compiled here with `cc -O2`), in the same run.
+///
+/// - `AuthDaemonClient.getToken`, p50 per call, and the client's CPU time and context switches per call
+///   (`getrusage` of the client process over its calls), beside the C client's GetToken;
+/// - `ExponeaAuthClient`'s pre-flight + header (`authenticator.getAuthHeader()`), p50, beside the C client's
+///   Preflight;
+/// - the first call from process start: spawn to exit of `authd-test-app --first-call` (one GetToken), beside
+///   the C client making one call. Measure a static build (`swift build -c release --static-swift-stdlib`).
+///
+/// Both clients run as processes of their own (`authd-test-app --bench`, `c-client`), in alternating rounds;
+/// the figures are medians over the rounds. Without `cc` or without `authd-test-app` built next to
+/// authd-bench, the rows are skipped with a message.
+struct ClientBenchmark {
+    let settings: BenchSettings
+    init(_ settings: BenchSettings) { self.settings = settings }
+
+    /// One batch's figures, as both clients print them.
+    struct Batch {
+        var p50: Double
+        var cpu: Double
+        var switches: Double
+    }
+
+    func run(_ report: Report) throws {
+        let folder = try settings.scratch.folder("client")
+        guard let cClient = Self.compileCClient(into: folder) else { return }
+        let app = (settings.daemon as NSString).deletingLastPathComponent + "/authd-test-app"
+        guard FileManager.default.isExecutableFile(atPath: app) else {
+            progress("  skipped: authd-test-app is not built next to exponea-authd (\(app))")
+            return
+        }
+        let daemon = try settings.newDaemon("client-daemon")
+        try daemon.start()
+        defer { daemon.stop() }
+        _ = try GetTokenTarget.prepare(daemon)
+        let group = GetTokenTarget.group
+        let socket = daemon.socketPath
+
+        let rounds = settings.pick(full: 7, brief: 2)
+        let calls = settings.pick(full: 5_000, brief: 300)
+        var library: [Batch] = []
+        var cGet: [Batch] = []
+        var header: [Batch] = []
+        var cPreflight: [Batch] = []
+        _ = try Self.batch([cClient, socket, "GetToken", group, "\(calls)"])  // warm-up
+        _ = try Self.batch([app, "--bench", socket, "GetToken", group, "\(calls)"])
+        for _ in 0..<rounds {
+            cGet.append(try Self.batch([cClient, socket, "GetToken", group, "\(calls)"]))
+            library.append(try Self.batch([app, "--bench", socket, "GetToken", group, "\(calls)"]))
+            cPreflight.append(try Self.batch([cClient, socket, "Preflight", group, "\(calls)"]))
+            header.append(try Self.batch([app, "--bench", socket, "Header", group, "\(calls)"]))
+        }
+        let starts = settings.pick(full: 41, brief: 5)
+        let hello = Self.compileSwiftHello(into: folder)
+        var cStart: [Double] = []
+        var appStart: [Double] = []
+        var helloStart: [Double] = []
+        for _ in 0..<starts {
+            cStart.append(try Self.timeToExit([cClient, socket, "GetToken", group, "1"]))
+            appStart.append(try Self.timeToExit([app, "--first-call", socket, group]))
+            if let hello { helloStart.append(try Self.timeToExit([hello])) }
+        }
+
+        let get = Self.median(library.map(\.p50))
+        let cGet50 = Self.median(cGet.map(\.p50))
+        report.add(
+            .init(
+                measure: "Library: AuthDaemonClient.getToken p50 (beside: C blocking client)",
+                value: microseconds(UInt64(get)), baseline: microseconds(UInt64(cGet50)), ratio: ratio(get, cGet50),
+                goal: "<= 1.3x C client", met: get <= 1.3 * cGet50))
+        let cpu = Self.median(library.map(\.cpu))
+        let cCPU = Self.median(cGet.map(\.cpu))
+        report.add(
+            .init(
+                measure: "Library: client CPU per GetToken (beside: C client)", value: microseconds(UInt64(cpu)),
+                baseline: microseconds(UInt64(cCPU)), ratio: ratio(cpu, cCPU), goal: "<= 2x C client",
+                met: cpu <= 2 * cCPU))
+        let switches = Self.median(library.map(\.switches))
+        let cSwitches = Self.median(cGet.map(\.switches))
+        report.add(
+            .init(
+                measure: "Library: context switches per GetToken (beside: C client)",
+                value: String(format: "%.2f", switches), baseline: String(format: "%.2f", cSwitches),
+                ratio: ratio(switches, cSwitches)))
+        let preflight = Self.median(header.map(\.p50))
+        let cPreflight50 = Self.median(cPreflight.map(\.p50))
+        report.add(
+            .init(
+                measure: "Library: ExponeaAuthClient pre-flight + header p50 (beside: C client's Preflight)",
+                value: microseconds(UInt64(preflight)), baseline: microseconds(UInt64(cPreflight50)),
+                ratio: ratio(preflight, cPreflight50)))
+        let first = Self.median(appStart)
+        let cFirst = Self.median(cStart)
+        report.add(
+            .init(
+                measure: "Library: first call from process start, authd-test-app (beside: C one-shot client)",
+                value: milliseconds(UInt64(first)), baseline: milliseconds(UInt64(cFirst)), ratio: ratio(first, cFirst),
+                goal: "<= 2 ms (static build)", met: first <= 2_000_000))
+        if hello != nil {
+            let empty = Self.median(helloStart)
+            report.add(
+                .init(
+                    measure:
+                        "Swift runtime alone: an empty static async main, spawn to exit (beside: C one-shot client)",
+                    value: milliseconds(UInt64(empty)), baseline: milliseconds(UInt64(cFirst)),
+                    ratio: ratio(empty, cFirst)))
+        }
+    }
+
+    /// Compiles an empty Swift program with an async main, linked as authd-test-app is
+    /// (`swiftc -O -static-stdlib`): the anchor for what the Swift runtime alone costs a process start. Nil
+    /// (with a message) without `swiftc`.
+    static func compileSwiftHello(into folder: String) -> String? {
+        let source = folder + "/hello.swift"
+        let binary = folder + "/swift-hello"
+        let program = "@main enum Hello { static func main() async {} }\n"
+        guard FileManager.default.createFile(atPath: source, contents: Data(program.utf8)) else { return nil }
+        let compiler = Process()
+        compiler.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        compiler.arguments = ["swiftc", "-O", "-static-stdlib", "-parse-as-library", "-o", binary, source]
+        compiler.standardError = FileHandle.nullDevice
+        compiler.standardOutput = FileHandle.nullDevice
+        guard (try? compiler.run()) != nil else {
+            progress("  no swiftc: the empty Swift program's row is skipped")
+            return nil
+        }
+        compiler.waitUntilExit()
+        guard compiler.terminationStatus == 0 else {
+            progress("  'swiftc -static-stdlib' failed: the empty Swift program's row is skipped")
+            return nil
+        }
+        return binary
+    }
+
+    /// Compiles the C client into `folder`; nil (with a message) when there is no C compiler.
+    static func compileCClient(into folder: String) -> String? {
+        let source = folder + "/c-client.c"
+        let binary = folder + "/c-client"
+        guard FileManager.default.createFile(atPath: source, contents: Data(PackageResources.c_client_c)) else {
+            progress("  skipped: cannot write \(source)")
+            return nil
+        }
+        let compiler = Process()
+        compiler.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        compiler.arguments = ["cc", "-O2", "-o", binary, source]
+        compiler.standardError = FileHandle.nullDevice
+        do {
+            try compiler.run()
+            compiler.waitUntilExit()
+        } catch {
+            progress("  skipped: no C compiler (cc) to build the C client anchor: \(error)")
+            return nil
+        }
+        guard compiler.terminationStatus == 0 else {
+            progress("  skipped: no C compiler (cc) to build the C client anchor ('cc -O2 \(source)' failed)")
+            return nil
+        }
+        return binary
+    }
+
+    /// Runs a client process that prints "p50_ns cpu_ns_per_call switches_per_call".
+    static func batch(_ command: [String]) throws -> Batch {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let fields = String(decoding: data, as: UTF8.self).split(separator: " ").compactMap {
+            Double($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        guard process.terminationStatus == 0, fields.count == 3 else {
+            throw BenchError.unexpectedReply(
+                "\(command.joined(separator: " ")): \(String(decoding: data, as: UTF8.self))")
+        }
+        return Batch(p50: fields[0], cpu: fields[1], switches: fields[2])
+    }
+
+    /// Nanoseconds from `posix_spawn` to the end of `waitpid` of a process that must exit 0.
+    static func timeToExit(_ command: [String]) throws -> Double {
+        var arguments = command.map { strdup($0) } + [nil]
+        defer { for argument in arguments { free(argument) } }
+        var environment: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/bin:/bin"), nil]
+        defer { free(environment[0]) }
+        var pid: pid_t = 0
+        let start = monotonicNanoseconds()
+        let spawned = posix_spawn(&pid, command[0], nil, nil, &arguments, &environment)
+        guard spawned == 0 else { throw BenchError.system("posix_spawn \(command[0])", spawned) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let elapsed = monotonicNanoseconds() - start
+        guard status == 0 else { throw BenchError.daemon("\(command.joined(separator: " ")) exited with \(status)") }
+        return Double(elapsed)
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[(sorted.count - 1) / 2]
+    }
+}
