@@ -6,19 +6,22 @@
 //
 // Targets, with dependencies pointing one way (top depends on bottom):
 //
-//   exponea-authd (exe)                      authctl (exe)
-//          |                                      |
-//      AuthDaemon ----------------------+     ExponeaAuth (the library apps link)
-//      /    |     \           \         |         |
-// AuthStore |   AuthTransport  Systemd  |         |
-//      \    |     |             |       |         |
-//       \   |   AuthProtocol (Varlink wire, no I/O)|
-//        \  |     |                               |
-//         AuthCore (pure rules: no I/O, no clock of its own)
+//   exponea-authd (exe: the daemon; authctl when run by that name)      authctl (exe, for development)
+//          |                            \                                  |
+//   AuthDaemonCommand                    +------------------------- AuthCtlCommands (authctl's commands)
+//          |                                                               |
+//      AuthDaemon ----------------------+                           ExponeaAuth (the library apps link)
+//      /    |     \           \         |                                  |
+// AuthStore |   AuthTransport  Systemd  |                                  |
+//      \    |     |             |       |                                  |
+//       \   |   AuthProtocol (Varlink wire, no I/O) -----------------------+
+//        \  |     |                                                        |
+//         AuthCore (pure rules: no I/O, no clock of its own) --------------+
 //
 //   Systemd (sd-event loop, sd-bus, sd_notify, journal) -> CSystemdShim -> CSystemd (pkg-config libsystemd);
 //   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h),
-//   CConcurrencyHook (the runtime's global-executor hook); exponea-authd, authctl -> CProcessControl (prctl.h: no core dumps)
+//   CConcurrencyHook (the runtime's global-executor hook); AuthDaemonCommand, AuthCtlCommands -> CProcessControl
+//   (prctl.h: no core dumps)
 //   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon and AuthProtocol (the per-hop costs in-process)
 //   docs/architecture.md: the modules, who owns which thread, and how a GetToken and a SetToken travel through them
 //
@@ -124,18 +127,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .executableTarget(
-            name: "exponea-authd",
+        .target(
+            name: "AuthDaemonCommand",
             dependencies: [
                 "AuthDaemon",
                 "CProcessControl",
                 "Systemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
+            ]
         ),
-        .executableTarget(
-            name: "authctl",
+        .target(
+            name: "AuthCtlCommands",
             dependencies: [
                 "AuthCore",
                 "CProcessControl",
@@ -144,6 +147,16 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
+        ),
+        // The one binary installed: the daemon, and authctl when run by that name (/usr/bin/authctl is a symlink).
+        .executableTarget(
+            name: "exponea-authd",
+            dependencies: ["AuthCtlCommands", "AuthDaemonCommand"]
+        ),
+        // authctl alone, for development (`swift run authctl`) and the tests.
+        .executableTarget(
+            name: "authctl",
+            dependencies: ["AuthCtlCommands"]
         ),
 
         // MARK: Benchmarks (`swift run -c release authd-bench`)

@@ -5,7 +5,7 @@ import Testing
 
 /// The daemon and authctl hold tokens in memory: they make themselves non-dumpable (`PR_SET_DUMPABLE` 0) at
 /// start, so no core dump holds a token whatever `ulimit -c` says, and no other process of the same user may
-/// ptrace them or read their memory.
+/// ptrace them or read their memory. The installed authctl is the daemon's binary run by that name: it too.
 ///
 /// The kernel shows it without a core dump: the files of a non-dumpable process in /proc/PID belong to root
 /// (proc(5)). So each program runs as an ordinary user, and its /proc/PID/status must then belong to root.
@@ -60,6 +60,16 @@ struct CoreDumpTests {
         // setpriv is root's until it execs authctl: wait for authctl itself, which disables dumps first thing.
         #expect(BackgroundProcess.waitUntil { Self.procOwner(watch.pid) == 0 && Self.isAuthctl(watch.pid) })
         #expect(watch.isRunning, "\(watch.output)")
+
+        // The installed authctl: the one binary, exponea-authd, run through a symlink named authctl.
+        let link = home.appending("authctl")
+        try FileManager.default.createSymbolicLink(
+            atPath: link, withDestinationPath: BuildProducts.executable("exponea-authd"))
+        let multiCall = try BackgroundProcess(
+            "/usr/bin/setpriv", setpriv + [link, "watch", "shop"], environment: environment)
+        defer { multiCall.stop() }
+        #expect(BackgroundProcess.waitUntil { Self.procOwner(multiCall.pid) == 0 && Self.isAuthctl(multiCall.pid) })
+        #expect(multiCall.isRunning, "\(multiCall.output)")
 
         // The control: the same user's ordinary program is its own in /proc.
         let sleeper = try BackgroundProcess(

@@ -2,6 +2,7 @@
 import ArgumentParser
 import AuthCore
 import CProcessControl
+import Dispatch
 import ExponeaAuth
 import NIOCore
 
@@ -15,7 +16,24 @@ import NIOCore
     import Glibc
 #endif
 
-@main
+/// The `authctl` command, for the executables that are it: the `authctl` of a development build and the multi-call
+/// `exponea-authd` binary when it is run as `authctl` (the installed `/usr/bin/authctl` is a symlink to it).
+public enum AuthCtlProgram {
+    /// Runs `authctl` with `arguments` (the command line without the program name) and exits the process with
+    /// its status; it never returns.
+    ///
+    /// The caller is synchronous: the command runs as the main task on the main actor, which `dispatchMain()`
+    /// drains on this thread, as an `async` `@main` does. The multi-call binary's `main.swift` must stay
+    /// synchronous, because the daemon installs its own executor for Swift concurrency before the first task.
+    public static func main(_ arguments: [String]) -> Never {
+        Task { @MainActor in
+            await AuthCtl.main(arguments: arguments)
+            exit(0)
+        }
+        dispatchMain()
+    }
+}
+
 struct AuthCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authctl",
@@ -39,15 +57,15 @@ struct AuthCtl: AsyncParsableCommand {
         ]
     )
 
-    /// As `AsyncParsableCommand.main()`, but a wrong command line exits with 2 (argument-parser's default is
+    /// As `AsyncParsableCommand.main(_:)`, but a wrong command line exits with 2 (argument-parser's default is
     /// EX_USAGE, 64) and its message starts with `authctl:` like every other error.
-    static func main() async {
+    static func main(arguments commandLine: [String]) async {
         // A token read from standard input or received from the daemon must not reach a core dump (as ssh-agent
         // does); a failure changes nothing else, so it is not reported.
         _ = authd_disable_core_dumps()
         // One command, one connection at a time: one event-loop thread, not one per core, to start.
         NIOSingletons.groupLoopCountSuggestion = 1
-        let arguments = Self.expandingOptionalValues(Array(CommandLine.arguments.dropFirst()))
+        let arguments = Self.expandingOptionalValues(commandLine)
         if let fast = FastCommandLine(arguments) {
             do {
                 let client = AuthDaemonClient(socketPath: fast.socket, unavailableBound: DaemonOptions.unavailableBound)

@@ -9,7 +9,20 @@ import Systemd
     import Glibc
 #endif
 
-@main
+/// The `exponea-authd` command: the daemon's command line and start-up, for the multi-call `exponea-authd` binary.
+public enum ExponeaAuthdProgram {
+    /// Runs the daemon with `arguments` (the command line without the program name) until SIGTERM or SIGINT,
+    /// then exits the process with its status; it never returns.
+    ///
+    /// The caller must be synchronous and must not have started a task: the daemon blocks the signals it takes
+    /// before any thread starts, and runs Swift concurrency on an executor of its own, installed before the
+    /// first task.
+    public static func main(_ arguments: [String]) -> Never {
+        ExponeaAuthd.main(arguments)
+        exit(0)
+    }
+}
+
 struct ExponeaAuthd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "exponea-authd",
