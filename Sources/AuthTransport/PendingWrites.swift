@@ -55,7 +55,7 @@ final class PendingWrites: Sendable {
 
     /// Whether two arrays are one and the same storage (so the same bytes): the first keeps it alive, so its
     /// address cannot belong to another array meanwhile.
-    private static func sameStorage(_ first: [UInt8], _ second: [UInt8]) -> Bool {
+    static func sameStorage(_ first: [UInt8], _ second: [UInt8]) -> Bool {
         first.count == second.count
             && first.withUnsafeBufferPointer { a in
                 second.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress }

@@ -166,6 +166,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler, @unchecked Sendable 
     /// When the first byte of a message still incomplete arrived.
     private var partialSince: NIODeadline?
     private var timer: Scheduled<Void>?
+    /// The last immediate reply, and the buffer it was written from.
+    private var lastReply: (bytes: [UInt8], buffer: ByteBuffer)?
 
     init(
         limits: ConnectionLimits,
@@ -321,13 +323,23 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler, @unchecked Sendable 
         // nil: the framing is intact but the message is no call; the task answers it.
         let call = try? VarlinkCall(decoding: message)
         if let call, let reply = handler.answerImmediately(call, from: peer) {
-            context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: reply)), promise: nil)
+            context.write(wrapOutboundOut(buffer(for: reply, context: context)), promise: nil)
             return true
         }
         let inbound = InboundCall.decoded(call, size: message.count + 1)
         activity.received(size: inbound.size)
         messages.yield(inbound)
         return false
+    }
+
+    /// The bytes of `reply` to write: the same buffer as the last immediate reply when `reply` is the same
+    /// array (a GetToken answered from the service's snapshot), so that pipelined calls whose replies are not read
+    /// share one copy instead of holding one power-of-two allocation each.
+    private func buffer(for reply: [UInt8], context: ChannelHandlerContext) -> ByteBuffer {
+        if let last = lastReply, PendingWrites.sameStorage(last.bytes, reply) { return last.buffer }
+        let buffer = context.channel.allocator.buffer(bytes: reply)
+        lastReply = (reply, buffer)
+        return buffer
     }
 
     // MARK: Timeouts

@@ -109,12 +109,12 @@ public final class VarlinkServer: Sendable {
                 ChannelOptions.writeBufferWaterMark,
                 value: .init(low: configuration.maximumPendingOutput / 2, high: configuration.maximumPendingOutput)
             )
-            // One read of at most 8 KiB per wake-up: a connection that stops reading at its bound holds little
-            // more than that in its decoder.
+            // One read of at most 4 KiB per wake-up: a connection that stops reading at its bound holds little
+            // more than that in its decoder (256 connections of one user: 1 MiB).
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .childChannelOption(
                 ChannelOptions.recvAllocator,
-                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 8 * 1024)
+                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 4 * 1024)
             )
             // A client may write its calls and shut down its side (`printf … | socat`): it still gets its replies.
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
