@@ -49,6 +49,10 @@ public struct Daemon: Sendable {
     public let maximumConnections: Int
     /// How many clients one user (other than root and the daemon's own) may have connected at once.
     public let maximumConnectionsPerUser: Int
+    /// How many calls one connection may have read and not yet answered before it stops reading.
+    public let maximumCallsInFlight: Int
+    /// How long a connection with no call in flight may go without sending a whole message.
+    public let idleTimeout: Duration
 
     /// The wall-clock timer armed for the earliest expiry deadline.
     let timer: WallClockTimer
@@ -66,6 +70,10 @@ public struct Daemon: Sendable {
     public static let connectionLimitRange = 1...1_048_576
     /// The default bound on one user's connected clients (`--max-connections-per-user`).
     public static let defaultMaximumConnectionsPerUser = 256
+    /// The default bound on one connection's calls in flight (`--max-calls-in-flight`).
+    public static let defaultMaximumCallsInFlight = 16
+    /// The default idle timeout of a connection, in seconds (`--idle-timeout`).
+    public static let defaultIdleTimeoutSeconds = 300
     /// Descriptors the daemon needs besides its clients' (the store, the listening socket, the bus, the timers,
     /// the event loops), for the check of the open file limit against the connection bound.
     public static let reservedDescriptors = 64
@@ -83,12 +91,16 @@ public struct Daemon: Sendable {
         refreshLease: TimeInterval = AuthService.defaultRefreshLease,
         maximumConnections: Int = defaultMaximumConnections,
         maximumConnectionsPerUser: Int = defaultMaximumConnectionsPerUser,
+        maximumCallsInFlight: Int = defaultMaximumCallsInFlight,
+        idleTimeout: Duration = .seconds(defaultIdleTimeoutSeconds),
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
         self.mode = mode
         self.maximumConnections = maximumConnections
         self.maximumConnectionsPerUser = maximumConnectionsPerUser
+        self.maximumCallsInFlight = maximumCallsInFlight
+        self.idleTimeout = idleTimeout
         self.paths = paths
         self.configurationDirectory = configurationDirectory
         self.notifier = notifier
@@ -253,6 +265,8 @@ public struct Daemon: Sendable {
         var configuration = VarlinkServer.Configuration(listen: listen)
         configuration.maximumConnections = maximumConnections
         configuration.maximumConnectionsPerUser = maximumConnectionsPerUser
+        configuration.maximumCallsInFlight = maximumCallsInFlight
+        configuration.idleTimeout = idleTimeout
         return configuration
     }
 

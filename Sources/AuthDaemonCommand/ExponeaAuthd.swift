@@ -91,6 +91,24 @@ struct ExponeaAuthd: ParsableCommand {
     )
     var maxConnectionsPerUser: Int = Daemon.defaultMaximumConnectionsPerUser
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many calls one connection may have read and not yet answered before it stops reading (1-1024).",
+            valueName: "count"
+        )
+    )
+    var maxCallsInFlight: Int = Daemon.defaultMaximumCallsInFlight
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Close a connection with no call in flight that sent no whole message for this long (1-86400).",
+            valueName: "seconds"
+        )
+    )
+    var idleTimeout: Int = Daemon.defaultIdleTimeoutSeconds
+
     @Option(help: "Where to log: journal, console, or auto (the journal when started by systemd).")
     var logTarget: LogTarget = .auto
 
@@ -118,6 +136,12 @@ struct ExponeaAuthd: ParsableCommand {
             throw ValidationError(
                 "--max-connections-per-user needs a number from \(range.lowerBound) to \(range.upperBound), not \(maxConnectionsPerUser)"
             )
+        }
+        guard (1...1024).contains(maxCallsInFlight) else {
+            throw ValidationError("--max-calls-in-flight needs a number from 1 to 1024, not \(maxCallsInFlight)")
+        }
+        guard (1...86_400).contains(idleTimeout) else {
+            throw ValidationError("--idle-timeout needs a number of seconds from 1 to 86400, not \(idleTimeout)")
         }
         if let socket, !socket.hasPrefix("/") || socket.utf8.count > 107 {
             throw ValidationError("--socket needs an absolute path of at most 107 bytes, not '\(socket)'")
@@ -190,6 +214,8 @@ struct ExponeaAuthd: ParsableCommand {
                     refreshLease: refreshLease,
                     maximumConnections: maxConnections,
                     maximumConnectionsPerUser: maxConnectionsPerUser,
+                    maximumCallsInFlight: maxCallsInFlight,
+                    idleTimeout: .seconds(idleTimeout),
                     logger: logger
                 )
             }
