@@ -22,6 +22,28 @@ struct RefreshClaimTests {
         _ = try await AuthDaemonClient(socketPath: daemon.socketPath).setToken(token, group: "shop")
     }
 
+    /// Kills the app that runs its handler for `reason` and waits until another app runs its handler for the
+    /// same reason, within a second (the lease is a minute: only the claim's release can hand it on so soon).
+    /// Returns the apps left alive and the one now refreshing.
+    func killTheClaimHolder(
+        of apps: [AppProcess], reason: String, label: String
+    ) async throws -> (others: [AppProcess], next: AppProcess) {
+        let holder = try #require(apps.printing("handler").first)
+        let killed = ContinuousClock.now
+        holder.kill()
+        let others = apps.filter { $0 !== holder }
+        #expect(await eventually(timeout: .seconds(1)) { others.count("handler \(reason)") == 1 })
+        print("RefreshClaim, \(label): another app's handler ran \(ContinuousClock.now - killed) after the kill")
+        return (others, try #require(others.printing("handler").first))
+    }
+
+    /// `next` sets a new token (generation 2); every app in `apps` receives it, and ran its handler once in all.
+    func refresh(by next: AppProcess, reaching apps: [AppProcess]) async throws {
+        next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
+        #expect(await eventually { apps.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
+        #expect(apps.count("handler") == 1)
+    }
+
     /// Issue 19: at an expiry, the app holding the claim is killed inside its handler. Another app's handler
     /// runs within a second of the kill (the lease is a minute), and its token reaches every app.
     @Test func killingTheClaimHolderHandsTheRefreshOnAtAnExpiry() async throws {
@@ -29,19 +51,8 @@ struct RefreshClaimTests {
         let apps = try await apps(3, on: daemon)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
         #expect(await eventually { apps.count("handler expiredSoon") == 1 })
-        let holder = try #require(apps.printing("handler").first)
-
-        let killed = ContinuousClock.now
-        holder.kill()
-        let others = apps.filter { $0 !== holder }
-        #expect(await eventually(timeout: .seconds(1)) { others.count("handler expiredSoon") == 1 })
-        #expect(ContinuousClock.now - killed < .seconds(1))
-        print("RefreshClaim, expiry: another app's handler ran \(ContinuousClock.now - killed) after the kill")
-
-        let next = try #require(others.printing("handler").first)
-        next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
-        #expect(await eventually { others.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
-        #expect(others.count("handler") == 1)
+        let (others, next) = try await killTheClaimHolder(of: apps, reason: "expiredSoon", label: "expiry")
+        try await refresh(by: next, reaching: others)
     }
 
     /// Issue 19: after a revoke (the backend refuses the stored token with 401), the claim holder is killed
@@ -56,25 +67,14 @@ struct RefreshClaimTests {
         let requester = apps[0]
         requester.send("request")
         #expect(await eventually { apps.count("handler invalid") == 1 })
-        let holder = try #require(apps.printing("handler").first)
-
-        let killed = ContinuousClock.now
-        holder.kill()
-        let others = apps.filter { $0 !== holder }
-        #expect(await eventually(timeout: .seconds(1)) { others.count("handler invalid") == 1 })
-        #expect(ContinuousClock.now - killed < .seconds(1))
-        print("RefreshClaim, revoke: another app's handler ran \(ContinuousClock.now - killed) after the kill")
-
-        let next = try #require(others.printing("handler").first)
-        next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
-        #expect(await eventually { others.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
-        if requester !== holder {
+        let (others, next) = try await killTheClaimHolder(of: apps, reason: "invalid", label: "revoke")
+        try await refresh(by: next, reaching: others)
+        if others.contains(where: { $0 === requester }) {
             // The request waited (R19, R22) and was retried with the token another app set.
             #expect(await eventually { requester.lines("response") == ["response 200"] })
         }
         for app in others where app !== requester { app.send("request") }
         #expect(await eventually { others.allSatisfy { $0.lines("response") == ["response 200"] } })
-        #expect(others.count("handler") == 1)
     }
 
     /// The SDK's handler shape (it returns at once and fetches in a task of its own) holds its claim on a
@@ -84,17 +84,9 @@ struct RefreshClaimTests {
         let apps = try await apps(3, on: daemon, sync: true)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
         #expect(await eventually { apps.count("handler expiredSoon") == 1 })
-        let holder = try #require(apps.printing("handler").first)
-
-        let killed = ContinuousClock.now
-        holder.kill()
-        let others = apps.filter { $0 !== holder }
-        #expect(await eventually(timeout: .seconds(1)) { others.count("handler expiredSoon") == 1 })
-        #expect(ContinuousClock.now - killed < .seconds(1))
-        let next = try #require(others.printing("handler").first)
-        next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
-        #expect(await eventually { others.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
-        #expect(others.count("handler") == 1)
+        let (others, next) = try await killTheClaimHolder(
+            of: apps, reason: "expiredSoon", label: "handler fetching in its own task")
+        try await refresh(by: next, reaching: others)
     }
 
     /// A claimant alive but stuck in its handler is replaced when the configured lease runs out, not before;

@@ -55,63 +55,73 @@ struct TimeoutTests {
 
     @Test func theClientSubscribesAgainAfterTheDaemonWasStoppedAndContinued() async throws {
         let daemon = try DaemonUnderTest()
-        let logs = LogCapture()
-        let auth = ExponeaAuthClient(
-            group: "shop", integration: .stream(StreamSettings(streamId: "stream-1")),
-            socketPath: daemon.socketPath, unavailableBound: .milliseconds(500), callTimeout: .seconds(1),
-            keepAliveInterval: .milliseconds(500), logger: logs.logger())
-        defer { auth.close() }
-        let refreshes = Recorder<TokenRefresh>()
-        let task = Task { for await refresh in auth.tokenRefreshes { refreshes.append(refresh) } }
-        defer { task.cancel() }
-        #expect(try await daemon.waitForSubscribers(1))
+        let app = try await SubscribedApp(on: daemon)
+        defer { app.close() }
 
         let stopped = try stop(daemon)
         defer { stopped.resume() }
-        let lost = await eventually(timeout: .seconds(20)) {
-            logs.entries.contains {
-                $0.message.contains("Lost the app group's events") && $0.description.contains("did not answer within")
-            }
-        }
-        #expect(lost, "\(logs.entries)")
+        #expect(await app.lostItsEvents(), "\(app.logs.entries)")
         stopped.resume()
         #expect(
             await eventually(timeout: .seconds(20)) {
-                logs.entries.contains { $0.message.contains("Subscribed again") }
+                app.logs.entries.contains { $0.message.contains("Subscribed again") }
             })
         #expect(try await daemon.waitForSubscribers(1))
 
         let other = AuthDaemonClient(socketPath: daemon.socketPath)
         _ = try await other.setToken(TestJWT().token(expiringIn: 3600), group: "shop")
-        #expect(await refreshes.waitFor(count: 1))
+        #expect(await app.refreshes.waitFor(count: 1))
     }
 
     @Test func theClientSubscribesAgainAfterAStoppedDaemonIsRestarted() async throws {
         let daemon = try DaemonUnderTest()
-        let logs = LogCapture()
-        let auth = ExponeaAuthClient(
-            group: "shop", integration: .stream(StreamSettings(streamId: "stream-1")),
-            socketPath: daemon.socketPath, unavailableBound: .milliseconds(500), callTimeout: .seconds(1),
-            keepAliveInterval: .milliseconds(500), logger: logs.logger())
-        defer { auth.close() }
-        let refreshes = Recorder<TokenRefresh>()
-        let task = Task { for await refresh in auth.tokenRefreshes { refreshes.append(refresh) } }
-        defer { task.cancel() }
-        #expect(try await daemon.waitForSubscribers(1))
+        let app = try await SubscribedApp(on: daemon)
+        defer { app.close() }
 
         let stopped = try stop(daemon)
-        let lost = await eventually(timeout: .seconds(20)) {
-            logs.entries.contains {
-                $0.message.contains("Lost the app group's events") && $0.description.contains("did not answer within")
-            }
-        }
-        #expect(lost, "\(logs.entries)")
+        #expect(await app.lostItsEvents(), "\(app.logs.entries)")
         _ = daemon.stop()  // SIGKILL, stopped or not
         stopped.resume()
         try daemon.start()
         #expect(try await daemon.waitForSubscribers(1))
         let other = AuthDaemonClient(socketPath: daemon.socketPath)
         _ = try await other.setToken(TestJWT().token(expiringIn: 3600), group: "shop")
-        #expect(await refreshes.waitFor(count: 1))
+        #expect(await app.refreshes.waitFor(count: 1))
+    }
+
+    /// An app of the group "shop" with short bounds (the daemon unavailable after 0.5 s, calls answered within
+    /// 1 s, a keep-alive after 0.5 s of silence), subscribed; the test reads its log and its token refreshes.
+    struct SubscribedApp {
+        let auth: ExponeaAuthClient
+        let logs = LogCapture()
+        let refreshes = Recorder<TokenRefresh>()
+        let task: Task<Void, Never>
+
+        init(on daemon: DaemonUnderTest) async throws {
+            let auth = ExponeaAuthClient(
+                group: "shop", integration: .stream(StreamSettings(streamId: "stream-1")),
+                socketPath: daemon.socketPath, unavailableBound: .milliseconds(500), callTimeout: .seconds(1),
+                keepAliveInterval: .milliseconds(500), logger: logs.logger())
+            let refreshes = refreshes
+            self.auth = auth
+            task = Task { for await refresh in auth.tokenRefreshes { refreshes.append(refresh) } }
+            #expect(try await daemon.waitForSubscribers(1))
+        }
+
+        func close() {
+            task.cancel()
+            auth.close()
+        }
+
+        /// Waits (20 s at most) until the app logs that its subscription lost the daemon: a call not answered
+        /// within its timeout.
+        func lostItsEvents() async -> Bool {
+            await eventually(timeout: .seconds(20)) {
+                logs.entries.contains {
+                    $0.message.contains("Lost the app group's events")
+                        && $0.description.contains("did not answer within")
+                }
+            }
+        }
     }
 }
