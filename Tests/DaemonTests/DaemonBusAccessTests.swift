@@ -49,20 +49,8 @@ struct DaemonBusAccessTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: config.path)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: script)
 
-        let daemon = try BackgroundProcess(
-            BuildProducts.executable("exponea-authd"),
-            [
-                "--log-target", "console", "--state-directory", fixture.stateDirectory, "--config-directory",
-                config.path, "--socket", fixture.socketPath,
-            ],
-            environment: [
-                "NOTIFY_SOCKET": fixture.notify.path, "CREDENTIALS_DIRECTORY": fixture.credentials,
-                "DBUS_SYSTEM_BUS_ADDRESS": bus.address,
-            ]
-        )
+        let daemon = try fixture.startSystem(configDirectory: config.path, busAddress: bus.address)
         defer { daemon.stop() }
-        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
-        #expect(BackgroundProcess.waitUntil { daemon.output.contains("Announcing on D-Bus") }, "\(daemon.output)")
 
         func listen(as uid: Int) throws -> BackgroundProcess {
             try BackgroundProcess(

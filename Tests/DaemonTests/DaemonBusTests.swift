@@ -65,19 +65,7 @@ struct DaemonBusPolicyTests {
         let fixture = try DaemonStartupTests.Fixture()
         let config = try TemporaryDirectory(prefix: "authd-etc")
         defer { config.remove() }
-        let daemon = try BackgroundProcess(
-            BuildProducts.executable("exponea-authd"),
-            [
-                "--log-target", "console", "--state-directory", fixture.stateDirectory, "--config-directory",
-                config.path, "--socket", fixture.socketPath,
-            ],
-            environment: [
-                "NOTIFY_SOCKET": fixture.notify.path, "CREDENTIALS_DIRECTORY": fixture.credentials,
-                "DBUS_SYSTEM_BUS_ADDRESS": bus.address,
-            ]
-        )
-        #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
-        #expect(BackgroundProcess.waitUntil { daemon.output.contains("Announcing on D-Bus") }, "\(daemon.output)")
+        let daemon = try fixture.startSystem(configDirectory: config.path, busAddress: bus.address)
 
         // Anyone may introspect; nobody but the service's user (and root) may own the name.
         let asNobody = [

@@ -50,6 +50,25 @@ struct DaemonStartupTests {
                 environment: environment
             )
         }
+
+        /// Starts the daemon in system mode with the access configuration in `configDirectory`, on the system bus
+        /// at `busAddress`, and waits until it is ready and announcing on the bus.
+        func startSystem(configDirectory: String, busAddress: String) throws -> BackgroundProcess {
+            let daemon = try BackgroundProcess(
+                BuildProducts.executable("exponea-authd"),
+                [
+                    "--log-target", "console", "--state-directory", stateDirectory, "--config-directory",
+                    configDirectory, "--socket", socketPath,
+                ],
+                environment: [
+                    "NOTIFY_SOCKET": notify.path, "CREDENTIALS_DIRECTORY": credentials,
+                    "DBUS_SYSTEM_BUS_ADDRESS": busAddress,
+                ]
+            )
+            #expect(notify.receive()?.hasPrefix("READY=1") == true)
+            #expect(BackgroundProcess.waitUntil { daemon.output.contains("Announcing on D-Bus") }, "\(daemon.output)")
+            return daemon
+        }
     }
 
     @Test(arguments: [
