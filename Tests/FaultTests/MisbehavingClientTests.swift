@@ -132,7 +132,8 @@ struct MisbehavingClientTests {
         let pid = session.pid
         let expected = session.baseline.descriptors + hanging.count
         #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { ProcessFigures.descriptors(of: pid) >= expected })
-        usleep(500_000)
+        // The daemon holds every half message: it has read all that was sent.
+        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { hanging.allSatisfy { $0.unreadByPeer == 0 } })
         session.expectAnswersOthers("while 100 clients hang in the middle of a message")
         let holding = try ProcessFigures(pid: pid)
         print("MisbehavingClients, 100 half messages of 60 KiB: daemon \(holding)")

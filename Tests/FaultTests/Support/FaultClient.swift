@@ -144,6 +144,13 @@ final class FaultClient: @unchecked Sendable {
     }
 
     /// Whether the daemon closes the connection within `timeout` (what it sent meanwhile is read and dropped).
+    /// Bytes sent that the peer has not read yet (`SIOCOUTQ`: on a Unix stream socket, what still sits in the
+    /// peer's receive queue), or nil when the socket cannot tell.
+    var unreadByPeer: Int? {
+        var count: Int32 = 0
+        return ioctl(descriptor, UInt(TIOCOUTQ), &count) == 0 ? Int(count) : nil
+    }
+
     func closedByPeer(within timeout: Duration) -> Bool { (try? socket.receiveUntilClosed(timeout: timeout)) == true }
 }
 
