@@ -12,11 +12,8 @@ import ExponeaAuth
     import Glibc
 #endif
 
-/// The options of every command that talks to the daemon.
-struct DaemonOptions: ParsableArguments {
-    /// How long a command waits for a daemon that is away: short, so that a script fails fast.
-    static let unavailableBound = Duration.seconds(1)
-
+/// `--socket`: which daemon a command talks to.
+struct SocketOption: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "Talk to the daemon at this socket instead of $EXPONEA_AUTHD_SOCKET or the default.",
@@ -25,6 +22,19 @@ struct DaemonOptions: ParsableArguments {
         completion: .file()
     )
     var socket: String?
+
+    func validate() throws {
+        if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
+    }
+}
+
+/// The options of every command that talks to the daemon and answers: the socket, a timeout and `--json`.
+struct DaemonOptions: ParsableArguments {
+    /// How long a command waits for a daemon that is away: short, so that a script fails fast.
+    static let unavailableBound = Duration.seconds(1)
+
+    @OptionGroup var location: SocketOption
+    var socket: String? { location.socket }
 
     @Option(
         help: ArgumentHelp(
@@ -38,7 +48,6 @@ struct DaemonOptions: ParsableArguments {
     var json = false
 
     func validate() throws {
-        if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
         if let timeout, !(timeout > 0 && timeout <= 3600) {
             throw ValidationError("--timeout needs a number of seconds above 0 and up to 3600, not \(timeout)")
         }

@@ -55,14 +55,7 @@ extension AuthCtl {
         @Option(help: ArgumentHelp("How long the command may run (1 to 3600).", valueName: "seconds"))
         var commandTimeout: Int = 30
 
-        @Option(
-            help: ArgumentHelp(
-                "Talk to the daemon at this socket instead of $EXPONEA_AUTHD_SOCKET or the default.",
-                valueName: "path"
-            ),
-            completion: .file()
-        )
-        var socket: String?
+        @OptionGroup var location: SocketOption
 
         @Option(
             help: ArgumentHelp(
@@ -81,7 +74,6 @@ extension AuthCtl {
                 throw ValidationError(
                     "--command-timeout needs a number of seconds from 1 to 3600, not \(commandTimeout)")
             }
-            if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
         }
 
         func run() async throws {
@@ -104,7 +96,7 @@ extension AuthCtl {
             }
             let agent = Agent(
                 group: group.group,
-                client: AuthDaemonClient(socketPath: socket, unavailableBound: .seconds(2)),
+                client: AuthDaemonClient(socketPath: location.socket, unavailableBound: .seconds(2)),
                 command: RefreshCommand(arguments: arguments, timeout: .seconds(commandTimeout))
             )
             await agent.run()
