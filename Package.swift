@@ -19,8 +19,9 @@
 //         AuthCore (pure rules: no I/O, no clock of its own) --------------+
 //
 //   Systemd (sd-event loop, sd-bus, sd_notify, journal) -> CSystemdShim -> CSystemd (pkg-config libsystemd);
-//   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h),
-//   CConcurrencyHook (the runtime's global-executor hook); AuthDaemonCommand, AuthCtlCommands -> CProcessControl
+//   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h); AuthDaemon knows no NIO threads: AuthDaemonCommand
+//   makes them (NIOPosix: Swift concurrency's event loop through CConcurrencyHook, the runtime's global-executor
+//   hook; the store's thread pool) and injects them; AuthDaemonCommand, AuthCtlCommands -> CProcessControl
 //   (prctl.h: no core dumps)
 //   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon and AuthProtocol (the per-hop costs in-process)
 //   docs/architecture.md: the modules, who owns which thread, and how a GetToken and a SetToken travel through them
@@ -111,11 +112,9 @@ let package = Package(
                 "AuthTransport",
                 "CTimerFD",
                 "CMalloc",
-                "CConcurrencyHook",
                 "Systemd",
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .target(
@@ -131,10 +130,14 @@ let package = Package(
             name: "AuthDaemonCommand",
             dependencies: [
                 "AuthDaemon",
+                "AuthStore",
+                "CConcurrencyHook",
                 "CProcessControl",
                 "Systemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .target(
@@ -166,6 +169,7 @@ let package = Package(
             dependencies: [
                 "AuthCore",
                 "AuthDaemon",
+                "AuthDaemonCommand",
                 "AuthProtocol",
                 "AuthStore",
                 "CEpoll",
@@ -281,6 +285,7 @@ let package = Package(
             dependencies: [
                 "AuthCore",
                 "AuthDaemon",
+                "AuthDaemonCommand",
                 "AuthStore",
                 "AuthTestKit",
                 "Systemd",

@@ -3,11 +3,8 @@ import AuthCore
 import AuthProtocol
 import AuthStore
 import AuthTransport
-import CConcurrencyHook
 import CMalloc
 import Logging
-import NIOCore
-import NIOPosix
 import Systemd
 
 #if canImport(Glibc)
@@ -26,11 +23,14 @@ import Systemd
 ///
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any thread starts
-/// Daemon.useEventLoopsForConcurrency()                   // before the first task
+/// // Swift concurrency's executor set here, before the first task (AuthDaemonCommand: its own event loop)
 /// try lifecycle.run(logger: logger) { () throws(DaemonError) in   // until SIGTERM or SIGINT
-///     try Daemon(mode: .user, paths: paths, environment: environment, logger: logger)
+///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: storeThreads, logger: logger)
 /// }
 /// ```
+///
+/// It owns no thread: where tasks run (Swift concurrency's executor) and which threads write the store (a
+/// ``StoreExecutor``) are set up by the process that runs it (`AuthDaemonCommand`), and injected.
 public struct Daemon: Sendable {
     /// How the daemon runs.
     public let mode: DaemonMode
@@ -93,6 +93,7 @@ public struct Daemon: Sendable {
         maximumConnectionsPerUser: Int = defaultMaximumConnectionsPerUser,
         maximumCallsInFlight: Int = defaultMaximumCallsInFlight,
         idleTimeout: Duration = .seconds(defaultIdleTimeoutSeconds),
+        storeExecutor: any StoreExecutor,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
@@ -147,8 +148,8 @@ public struct Daemon: Sendable {
             )
         }
         service = AuthService(
-            store: store, records: records, refreshLease: refreshLease, flushTimeout: flushTimeout, timer: timer,
-            logger: logger)
+            store: store, records: records, refreshLease: refreshLease, flushTimeout: flushTimeout,
+            storeExecutor: storeExecutor, timer: timer, logger: logger)
         let groupCount = records.count
         records = []
         // Reading the records left free memory in the arenas of the threads that read them (about 5 MiB with
@@ -181,39 +182,6 @@ public struct Daemon: Sendable {
         guard let clients else { return held }
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"
     }
-
-    /// Makes an event loop of its own Swift concurrency's global executor, so that the daemon's tasks and actor
-    /// run on a thread NIO drives and libdispatch starts no worker pool (whose monitor wakes every second for the
-    /// life of the process). Call it on the main thread before the first task.
-    ///
-    /// Not on the loops that serve the socket: a loop runs every job queued to it before it polls its sockets
-    /// again, so with the calls' tasks on those loops, one user flooding calls (each call's end lets its
-    /// connection take the next ones it had sent) made each poll wait for every call the flood had buffered, and
-    /// another user's GetToken (answered at once on the loop) waited as long: seconds in a debug build. On a loop
-    /// of their own, the tasks queue among themselves, and the socket loops poll between short runs of work.
-    ///
-    /// NIO's own `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()` finds
-    /// the runtime's hook with `dlsym`, which fails in a binary with the runtime linked in (`--static-swift-stdlib`
-    /// hides the archives' symbols), and would put the jobs on the socket loops; the hook is set here by
-    /// reference instead.
-    ///
-    /// - Returns: Whether the loop took over (false when another hook was already set).
-    @discardableResult
-    public static func useEventLoopsForConcurrency() -> Bool {
-        typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
-        let hook: EnqueueGlobalHook = { job, _ in
-            Daemon.concurrencyLoop.executor.enqueue(ExecutorJob(job))
-        }
-        return withUnsafePointer(to: hook) { pointer in
-            pointer.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 1) {
-                exauthd_install_enqueue_global_hook($0.pointee) == 1
-            }
-        }
-    }
-
-    /// The loop that runs every task and the actor once ``useEventLoopsForConcurrency()`` set the hook: one
-    /// thread, apart from NIO's singleton loops that serve the socket.
-    static let concurrencyLoop: any EventLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1).next()
 
     /// `org.varlink.service` and `com.exponea.Auth`.
     var serviceHandler: VarlinkServiceHandler {

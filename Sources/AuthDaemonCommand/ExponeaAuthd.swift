@@ -163,7 +163,7 @@ struct ExponeaAuthd: ParsableCommand {
             throw ExitCode.failure
         }
         // Then, before the first task: Swift concurrency runs on an event loop of its own, not libdispatch's pool.
-        let onEventLoops = Daemon.useEventLoopsForConcurrency()
+        let onEventLoops = ConcurrencyEventLoop.install()
 
         let mode: DaemonMode = user ? .user : .system
         let identifier = "exponea-authd"
@@ -216,6 +216,7 @@ struct ExponeaAuthd: ParsableCommand {
                     maximumConnectionsPerUser: maxConnectionsPerUser,
                     maximumCallsInFlight: maxCallsInFlight,
                     idleTimeout: .seconds(idleTimeout),
+                    storeExecutor: ThreadPoolStoreExecutor.shared,
                     logger: logger
                 )
             }

@@ -36,7 +36,7 @@ final class ConnectionActivity: Sendable {
     private let waiting = Atomic<Bool>(false)
     /// What wakes the loop, swapped as one reference under the lock. (A debug daemon once sampled at 100% CPU in
     /// the thunks around this closure was not looping in them: its event loops ran every task of a flood before
-    /// polling again, and the wake-up is what runs most often then; see `Daemon.useEventLoopsForConcurrency`.)
+    /// polling again, and the wake-up is what runs most often then; see `ConcurrencyEventLoop` in AuthDaemonCommand.)
     private let wake = Mutex<Waker?>(nil)
     /// Calls in flight at which the connection stops reading.
     let maximumCalls: Int
@@ -139,9 +139,11 @@ enum InboundCall: Sendable {
 /// bound (a subscriber that does not read its events), and when it has had no call in flight and received no
 /// whole message for ``ConnectionLimits/idleTimeout`` (a peer that trickles bytes, or stalls at its bound
 /// without reading its replies).
-final class VarlinkConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
-    // @unchecked: every stored property is only touched on the channel's event loop, except `messages`, an
-    // AsyncStream continuation, and `activity`, both thread-safe.
+///
+/// Not `Sendable`: it is made and added on the channel's event loop and lives there. What reaches it from other
+/// threads (the wake-up when a call's end makes room) holds it in a `NIOLoopBound`, which only gives it back on
+/// that loop.
+final class VarlinkConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -192,7 +194,8 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler, @unchecked Sendable 
         self.context = context
         lastMessage = context.eventLoop.now
         let loop = context.eventLoop
-        activity.onRoom { [self] in loop.execute { self.readOn() } }
+        let connection = NIOLoopBound(self, eventLoop: loop)
+        activity.onRoom { loop.execute { connection.value.readOn() } }
         scheduleTimer(context: context)
     }
 
@@ -348,7 +351,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler, @unchecked Sendable 
         timer?.cancel()
         var deadline = lastMessage + limits.idleTimeout
         if let partialSince { deadline = min(deadline, partialSince + limits.messageTimeout) }
-        timer = context.eventLoop.scheduleTask(deadline: deadline) { [self] in
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             timer = nil
             checkTimeouts()
         }

@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
+import AuthDaemon
+import AuthDaemonCommand
+import AuthStore
 import Foundation
+import Logging
 
 #if canImport(Glibc)
     import Glibc
@@ -7,7 +12,8 @@ import Foundation
 
 /// SetToken calls per second with every write made durable (temp file, fsync, rename, fsync of the directory),
 /// on a disk, with one and 8 clients; beside the floor: the same file operations done by the benchmark itself
-/// on the same file system, with as many threads.
+/// on the same file system, with as many threads. Then the same writes through the daemon's `AuthService` in
+/// this process, 8 groups at once, on store pools of 1 to 8 threads: how many threads the daemon's pool needs.
 struct DurabilityBenchmark {
     let settings: BenchSettings
     init(_ settings: BenchSettings) { self.settings = settings }
@@ -29,6 +35,43 @@ struct DurabilityBenchmark {
                     value: ThroughputBenchmark.format(daemonRate), baseline: ThroughputBenchmark.format(floorRate),
                     ratio: ratio(daemonRate, floorRate)))
         }
+        let writers = 8
+        let floorRate = Self.floorRate(floorDirectory, threads: writers, seconds: duration)
+        for threads in [1, 2, 4, 8] {
+            let directory = try settings.scratch.folder("durability-pool-\(threads)", onDisk: true)
+            let rate = try Self.serviceRate(directory, tokens, writers: writers, threads: threads, seconds: duration)
+            report.add(
+                .init(
+                    measure: "SetToken/s on disk through the service, \(writers) groups at once, store pool of \(threads)",
+                    value: ThroughputBenchmark.format(rate), baseline: ThroughputBenchmark.format(floorRate),
+                    ratio: ratio(rate, floorRate)))
+        }
+    }
+
+    /// SetToken calls per second through an `AuthService` in this process whose store writes run on a pool of
+    /// `threads` threads, with `writers` threads each setting the token of a group of its own.
+    static func serviceRate(_ directory: String, _ tokens: [String], writers: Int, threads: Int, seconds: Double)
+        throws -> Double
+    {
+        let logger = Logger(label: "pool") { _ in SwiftLogNoOpLogHandler() }
+        let store = try TokenStore(
+            directory: directory, key: try StoreKey(material: Array(repeating: 9, count: 32)), logger: logger)
+        let service = AuthService(
+            store: store, records: [], storeExecutor: ThreadPoolStoreExecutor(threads: threads), logger: logger)
+        let groups = try (0..<writers).map { try AppGroup("pool-\($0)") }
+        let start = monotonicNanoseconds()
+        let deadline = start + UInt64(seconds * 1e9)
+        let counts = onThreads(writers) { index in
+            var done = 0
+            while monotonicNanoseconds() < deadline {
+                let (token, group) = (tokens[done % tokens.count], groups[index])
+                guard (try? blocking { try await service.setToken(token, for: group) }) != nil else { return -1 }
+                done += 1
+            }
+            return done
+        }
+        guard !counts.contains(-1) else { throw BenchError.closed }
+        return Double(counts.reduce(0, +)) / (Double(monotonicNanoseconds() - start) / 1e9)
     }
 
     /// SetToken calls per second, each client on a group of its own.

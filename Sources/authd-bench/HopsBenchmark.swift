@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthDaemon
+import AuthDaemonCommand
 import AuthProtocol
 import AuthStore
 import Foundation
@@ -23,7 +24,7 @@ struct HopsBenchmark {
         let store = try TokenStore(directory: try settings.scratch.folder("hops-store"), key: key, logger: logger)
         let disk = try TokenStore(
             directory: try settings.scratch.folder("hops-disk", onDisk: true), key: key, logger: logger)
-        let service = AuthService(store: store, records: [], logger: logger)
+        let service = AuthService(store: store, records: [], storeExecutor: ThreadPoolStoreExecutor.shared, logger: logger)
         let dispatcher = AuthCallDispatcher(service: service, access: AccessControl(owner: getuid()), logger: logger)
         let token = BenchToken.make(exp: Int(Date().timeIntervalSince1970) + 3600, customer: 1)
         _ = try blocking { try await service.setToken(token, for: group) }
@@ -116,7 +117,7 @@ struct HopsBenchmark {
 }
 
 /// Runs `body` to its end from synchronous code, as a blocking caller of the service would.
-private func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
     let semaphore = DispatchSemaphore(value: 0)
     let result = Mutex<Result<T, any Error>?>(nil)
     Task {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthDaemon
+import AuthDaemonCommand
 import AuthProtocol
 import AuthStore
 import AuthTestKit
@@ -24,7 +25,7 @@ struct AuthCallDispatcherTests {
                 key: StoreKey(material: Array(repeating: 5, count: 32)),
                 logger: Logger(label: "test")
             )
-            service = AuthService(store: store, records: [], clock: clock, logger: Logger(label: "test"))
+            service = AuthService(store: store, records: [], clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
             dispatcher = AuthCallDispatcher(
                 service: service,
                 access: access ?? AccessControl(owner: 1000),
@@ -273,7 +274,7 @@ struct AuthCallDispatcherTests {
         let logs = LogCapture()
         let clock = ManualClock(Date())
         let service = AuthService(
-            store: store, records: [], flushTimeout: .seconds(10), clock: clock, logger: logs.logger())
+            store: store, records: [], flushTimeout: .seconds(10), clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared, logger: logs.logger())
         let dispatcher = AuthCallDispatcher(
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
         let frames = Arrivals<String>()

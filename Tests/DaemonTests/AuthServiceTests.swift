@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthDaemon
+import AuthDaemonCommand
 import AuthProtocol
 import AuthStore
 import AuthTestKit
@@ -29,7 +30,7 @@ struct AuthServiceTests {
                 records: [],
                 flushTimeout: flushTimeout,
                 clock: clock,
-                logger: Logger(label: "test")
+                storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test")
             )
         }
 
@@ -403,7 +404,7 @@ struct SubscriptionBoundTests {
             logger: Logger(label: "test")
         )
         let service = AuthService(
-            store: store, records: [], maximumSubscribersPerGroup: 2, logger: Logger(label: "test"))
+            store: store, records: [], maximumSubscribersPerGroup: 2, storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
         let shop = try AppGroup("shop")
         let first = await service.subscribe(shop, pid: 1)
         let second = await service.subscribe(shop, pid: 2)

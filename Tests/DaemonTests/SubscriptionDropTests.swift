@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthDaemon
+import AuthDaemonCommand
 import AuthProtocol
 import AuthStore
 import AuthTestKit
@@ -23,7 +24,7 @@ struct SubscriptionDropTests {
         let logs = LogCapture()
         let service = AuthService(
             store: store, records: [], clock: ManualClock(Date(timeIntervalSince1970: 1_900_000_000)),
-            logger: logs.logger())
+            storeExecutor: ThreadPoolStoreExecutor.shared, logger: logs.logger())
         let shop = try AppGroup("shop")
         let stuck = try #require(await service.subscribe(shop, pid: 42))
         let reading = Collector(try #require(await service.subscribe(shop, pid: 43)))

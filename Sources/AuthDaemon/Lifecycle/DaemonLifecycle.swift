@@ -26,9 +26,9 @@ import Systemd
 ///
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any other thread starts
-/// Daemon.useEventLoopsForConcurrency()                   // before the first task
+/// // Swift concurrency's executor set here, before the first task (AuthDaemonCommand: its own event loop)
 /// try lifecycle.run(logger: logger) { () throws(DaemonError) in
-///     try Daemon(mode: .user, paths: paths, environment: environment, logger: logger)
+///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: storeThreads, logger: logger)
 /// }
 /// ```
 public final class DaemonLifecycle {

@@ -82,7 +82,7 @@ public actor AuthService {
         flushTimeout: Duration = .seconds(2),
         maximumSubscribersPerGroup: Int = 1024,
         clock: any ServiceClock = SystemClock(),
-        storeExecutor: any StoreExecutor = ThreadPoolStoreExecutor.shared,
+        storeExecutor: any StoreExecutor,
         timer: WallClockTimer? = nil,
         logger: Logger
     ) {
