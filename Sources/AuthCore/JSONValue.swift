@@ -50,6 +50,31 @@ package enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// Parses one JSON document that must be an object, and hands each of its members to `member` in order,
+    /// without collecting them in a dictionary: for a caller that reads a few known members of a small object on
+    /// a hot path (a Varlink call). A member named twice is handed over twice, so keeping the last one gives what
+    /// ``init(parsing:keepingNumbersOutOfRange:)`` gives.
+    ///
+    /// - Returns: false when the document is valid JSON but not an object (nothing was handed over).
+    /// - Throws: ``JSONSyntaxError`` as ``init(parsing:keepingNumbersOutOfRange:)`` throws it.
+    package static func parseMembers(
+        of bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool = false,
+        _ member: (String, JSONValue) -> Void
+    ) throws(JSONSyntaxError) -> Bool {
+        var isObject = true
+        let parsed = JSONParser.parseWhole(bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange) {
+            parser throws(JSONSyntaxError) in
+            if parser.current == UInt8(ascii: "{") {
+                try parser.parseMembers(depth: 1, member)
+            } else {
+                isObject = false
+                _ = try parser.parseValue(depth: 0)
+            }
+        }
+        try parsed.get()
+        return isObject
+    }
+
     /// The member `name` of an object; nil for a missing member or a value that is not an object.
     package subscript(name: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
@@ -112,13 +137,24 @@ private struct JSONParser {
     static func parseDocument(_ bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool)
         -> Result<JSONValue, JSONSyntaxError>
     {
+        var value = JSONValue.null
+        return parseWhole(bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange) { parser throws(JSONSyntaxError) in
+            value = try parser.parseValue(depth: 0)
+        }.map { value }
+    }
+
+    /// Parses one document with `body`, which reads its value; only whitespace may surround it.
+    static func parseWhole(
+        _ bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool,
+        _ body: (inout JSONParser) throws(JSONSyntaxError) -> Void
+    ) -> Result<Void, JSONSyntaxError> {
         var parser = JSONParser(bytes: bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange)
         do throws(JSONSyntaxError) {
             parser.skipWhitespace()
-            let value = try parser.parseValue(depth: 0)
+            try body(&parser)
             parser.skipWhitespace()
             guard parser.index == bytes.count else { throw parser.error("unexpected data after the value") }
-            return .success(value)
+            return .success(())
         } catch {
             return .failure(error)
         }
@@ -159,13 +195,19 @@ private struct JSONParser {
     }
 
     mutating func parseObject(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        try parseMembers(depth: depth) { members[$0] = $1 }
+        return .object(members)
+    }
+
+    /// An object from its opening brace, each member handed to `member` in order.
+    mutating func parseMembers(depth: Int, _ member: (String, JSONValue) -> Void) throws(JSONSyntaxError) {
         guard depth <= JSONValue.maximumDepth else { throw error("nested deeper than \(JSONValue.maximumDepth)") }
         index += 1  // {
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if current == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return
         }
         while true {
             guard current == UInt8(ascii: "\"") else { throw error("expected a member name") }
@@ -174,7 +216,7 @@ private struct JSONParser {
             guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            members[name] = try parseValue(depth: depth)
+            member(name, try parseValue(depth: depth))
             skipWhitespace()
             switch current {
             case UInt8(ascii: ",")?:
@@ -182,7 +224,7 @@ private struct JSONParser {
                 skipWhitespace()
             case UInt8(ascii: "}")?:
                 index += 1
-                return .object(members)
+                return
             default:
                 throw error("expected ',' or '}'")
             }

@@ -29,25 +29,41 @@ public struct VarlinkCall: Sendable {
     ///   is not a boolean.
     public init(decoding message: [UInt8]) throws(VarlinkCallError) {
         // JSONValue, not JSONDecoder: this runs for every call, and GetToken needs nothing more (see
-        // ``stringParameter(_:)``).
+        // ``stringParameter(_:)``). The members are read as they are parsed, without a dictionary of them: a
+        // GetToken answered at once on the event loop spends most of its own time here.
         // A number beyond the range of a double is kept, so that the parameter holding it is named (see
         // ``parameters(_:)``) rather than the whole message refused.
-        guard let value = try? JSONValue(parsing: message, keepingNumbersOutOfRange: true),
-            case .object(let members) = value,
-            case .string(let method)? = members["method"]
-        else { throw .notACall }
-        func flag(_ name: String) throws(VarlinkCallError) -> Bool {
-            switch members[name] {
+        var method: JSONValue?
+        var oneway: JSONValue?
+        var more: JSONValue?
+        var upgrade: JSONValue?
+        var parameters: JSONValue?
+        let isObject = try? message.withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
+            // A member named twice keeps its last value.
+            try JSONValue.parseMembers(of: bytes, keepingNumbersOutOfRange: true) { name, value in
+                switch name {
+                case "method": method = value
+                case "parameters": parameters = value
+                case "oneway": oneway = value
+                case "more": more = value
+                case "upgrade": upgrade = value
+                default: break
+                }
+            }
+        }
+        guard isObject == true, case .string(let name)? = method else { throw .notACall }
+        func flag(_ value: JSONValue?) throws(VarlinkCallError) -> Bool {
+            switch value {
             case nil, .null?: false
             case .bool(let value)?: value
             default: throw .notACall
             }
         }
-        self.method = method
-        self.oneway = try flag("oneway")
-        self.more = try flag("more")
-        self.upgrade = try flag("upgrade")
-        self.parameterValue = members["parameters"].flatMap { $0 == .null ? nil : $0 }
+        self.method = name
+        self.oneway = try flag(oneway)
+        self.more = try flag(more)
+        self.upgrade = try flag(upgrade)
+        self.parameterValue = parameters.flatMap { $0 == .null ? nil : $0 }
     }
 
     /// The string parameter `name` of a method that takes nothing else, read without decoding the call again:

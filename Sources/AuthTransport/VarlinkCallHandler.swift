@@ -66,6 +66,9 @@ extension VarlinkCallHandler {
 public struct VarlinkServiceHandler: VarlinkCallHandler {
     private let info: VarlinkService.Info
     private let interfaces: [String: (description: String, handler: any VarlinkCallHandler)]
+    /// Each interface's handler after its name and a dot, for ``answerImmediately(_:from:)``: matching the
+    /// method's bytes against these costs less than making its interface a string and hashing it.
+    private let prefixes: [(prefix: String, handler: any VarlinkCallHandler)]
 
     /// - Parameter interfaces: Each served interface's name, description and handler.
     public init(
@@ -78,6 +81,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         var served: [String: (String, any VarlinkCallHandler)] = [:]
         for interface in interfaces { served[interface.name] = (interface.description, interface.handler) }
         self.interfaces = served
+        self.prefixes = interfaces.map { ($0.name + ".", $0.handler) }
         self.info = VarlinkService.Info(
             vendor: vendor,
             product: product,
@@ -117,8 +121,14 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
     }
 
     public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
-        guard !call.upgrade, let interface = call.interface else { return nil }
-        return interfaces[interface]?.handler.answerImmediately(call, from: peer)
+        guard !call.upgrade else { return nil }
+        // The interface whose name is all of the method's up to its last dot, as `call.interface` says.
+        let method = call.method.utf8
+        for (prefix, handler) in prefixes where method.starts(with: prefix.utf8) {
+            guard !method.dropFirst(prefix.utf8.count).contains(UInt8(ascii: ".")) else { continue }
+            return handler.answerImmediately(call, from: peer)
+        }
+        return nil
     }
 
     private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkReplies) throws {

@@ -42,7 +42,8 @@ struct DurabilityBenchmark {
             let rate = try Self.serviceRate(directory, tokens, writers: writers, threads: threads, seconds: duration)
             report.add(
                 .init(
-                    measure: "SetToken/s on disk through the service, \(writers) groups at once, store pool of \(threads)",
+                    measure:
+                        "SetToken/s on disk through the service, \(writers) groups at once, store pool of \(threads)",
                     value: ThroughputBenchmark.format(rate), baseline: ThroughputBenchmark.format(floorRate),
                     ratio: ratio(rate, floorRate)))
         }

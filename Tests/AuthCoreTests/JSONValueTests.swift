@@ -38,6 +38,38 @@ struct JSONValueTests {
         #expect(try parse(#"{"a": 1, "a": 2}"#)["a"]?.int == 2)
     }
 
+    /// `parseMembers(of:)` hands over, in order, what `init(parsing:)` collects: the last of two same-named
+    /// members is the one the dictionary keeps.
+    @Test(arguments: [
+        #"{}"#, #" { "a" : 1 , "b" : [true, null], "a" : {"c": "d"} } "#, #"{"method":"m","parameters":{"g":"x"}}"#,
+    ])
+    func parseMembersHandsOverWhatTheDictionaryHolds(_ text: String) throws {
+        var handed: [(String, JSONValue)] = []
+        let isObject = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
+            try JSONValue.parseMembers(of: bytes) { handed.append(($0, $1)) }
+        }
+        #expect(isObject)
+        let last = Dictionary(handed, uniquingKeysWith: { _, last in last })
+        #expect(JSONValue.object(last) == (try parse(text)))
+    }
+
+    @Test(arguments: ["[1]", "1", #""a""#, "null"])
+    func parseMembersSaysWhenTheDocumentIsNoObject(_ text: String) throws {
+        let isObject = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
+            try JSONValue.parseMembers(of: bytes) { _, _ in Issue.record("a member of no object") }
+        }
+        #expect(!isObject)
+    }
+
+    @Test(arguments: ["", "{", #"{"a":1,}"#, #"{"a":1} x"#, "[1,]", #"{"a":1e400}"#])
+    func parseMembersRefusesWhatIsNotJSON(_ text: String) {
+        #expect(throws: JSONSyntaxError.self) {
+            try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
+                try JSONValue.parseMembers(of: bytes) { _, _ in }
+            }
+        }
+    }
+
     @Test func stringMapRefusesOtherValues() throws {
         #expect(try parse(#"{"a": "x", "b": 1}"#).stringMap == nil)
         #expect(try parse(#"["x"]"#).stringMap == nil)

@@ -16,6 +16,18 @@ struct VarlinkMessageTests {
         #expect(AuthInterface.Method(qualifiedName: call.method) == .subscribe)
     }
 
+    @Test func aMemberNamedTwiceKeepsItsLastValueAndOthersAreIgnored() throws {
+        let call = try call(
+            #"{"method":"x.Y","more":5,"method":"com.exponea.Auth.GetToken","more":false,"other":[1],"oneway":null,"#
+                + #""parameters":{"group":"a"},"parameters":{"group":"shop"}}"#)
+        #expect(call.method == "com.exponea.Auth.GetToken")
+        #expect(!call.more && !call.oneway && !call.upgrade)
+        #expect(try call.stringParameter("group") == "shop")
+        #expect(throws: VarlinkCallError.notACall) {
+            try VarlinkCall(decoding: Array(#"{"method":"com.exponea.Auth.GetToken","upgrade":"yes"}"#.utf8))
+        }
+    }
+
     @Test func aCallWithoutParametersDecodesEmptyParameters() throws {
         let call = try call(#"{"method":"com.exponea.Auth.ListGroups"}"#)
         #expect(try call.parameters(EmptyPayload.self) == EmptyPayload())

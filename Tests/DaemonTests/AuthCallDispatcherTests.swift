@@ -25,7 +25,9 @@ struct AuthCallDispatcherTests {
                 key: StoreKey(material: Array(repeating: 5, count: 32)),
                 logger: Logger(label: "test")
             )
-            service = AuthService(store: store, records: [], clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
+            service = AuthService(
+                store: store, records: [], clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared,
+                logger: Logger(label: "test"))
             dispatcher = AuthCallDispatcher(
                 service: service,
                 access: access ?? AccessControl(owner: 1000),
@@ -274,7 +276,8 @@ struct AuthCallDispatcherTests {
         let logs = LogCapture()
         let clock = ManualClock(Date())
         let service = AuthService(
-            store: store, records: [], flushTimeout: .seconds(10), clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared, logger: logs.logger())
+            store: store, records: [], flushTimeout: .seconds(10), clock: clock,
+            storeExecutor: ThreadPoolStoreExecutor.shared, logger: logs.logger())
         let dispatcher = AuthCallDispatcher(
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
         let frames = Arrivals<String>()

@@ -404,7 +404,8 @@ struct SubscriptionBoundTests {
             logger: Logger(label: "test")
         )
         let service = AuthService(
-            store: store, records: [], maximumSubscribersPerGroup: 2, storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
+            store: store, records: [], maximumSubscribersPerGroup: 2, storeExecutor: ThreadPoolStoreExecutor.shared,
+            logger: Logger(label: "test"))
         let shop = try AppGroup("shop")
         let first = await service.subscribe(shop, pid: 1)
         let second = await service.subscribe(shop, pid: 2)

@@ -40,7 +40,8 @@ struct BusAnnouncerTests {
             key: StoreKey(material: Array(repeating: 1, count: 32)),
             logger: Logger(label: "test")
         )
-        let service = AuthService(store: store, records: [], storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
+        let service = AuthService(
+            store: store, records: [], storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
         let events = await service.observeAll()
         let forwarding = Task { for await event in events { announcer.announce(event) } }
         defer { forwarding.cancel() }

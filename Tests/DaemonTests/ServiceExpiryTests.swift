@@ -84,7 +84,8 @@ struct ServiceExpiryTests {
         defer { directory.remove() }
         let timer = try WallClockTimer()
         let service = AuthService(
-            store: try Self.store(directory), records: [], storeExecutor: ThreadPoolStoreExecutor.shared, timer: timer, logger: Logger(label: "test"))
+            store: try Self.store(directory), records: [], storeExecutor: ThreadPoolStoreExecutor.shared, timer: timer,
+            logger: Logger(label: "test"))
         let thread = try LoopThread()
         defer { thread.stop() }
         try thread.sync { context in
@@ -113,7 +114,8 @@ struct ServiceExpiryTests {
         defer { directory.remove() }
         let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
         let service = AuthService(
-            store: try Self.store(directory), records: [], clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
+            store: try Self.store(directory), records: [], clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared,
+            logger: Logger(label: "test"))
         let events = await service.observeAll()
         _ = try await service.setToken(TestJWT().token(exp: 1_899_999_000), for: try AppGroup("shop"))
         #expect(await Self.nextEvent(events)?.kind == .tokenRefreshed)  // R6: even an expired token

@@ -207,7 +207,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     /// GetToken, answered on the connection's event loop when nothing else of the connection is running: it
     /// reads the token the service last committed and never waits.
     public func answerImmediately(_ call: VarlinkCall, from caller: Caller) -> [UInt8]? {
-        guard !call.oneway, call.method == AuthInterface.Method.getToken.qualifiedName else { return nil }
+        guard !call.oneway, call.method == Self.getTokenMethod else { return nil }
         do {
             return try getToken(call, caller)
         } catch let error as VarlinkError {
@@ -216,6 +216,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             return nil
         }
     }
+
+    /// GetToken's qualified name, made once: `qualifiedName` builds a new string at every call.
+    private static let getTokenMethod = AuthInterface.Method.getToken.qualifiedName
 
     private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
         let group = try permitted(call.stringParameter("group"), caller)
