@@ -210,7 +210,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        decoder.append(buffer.readableBytesView)
+        buffer.withUnsafeReadableBytes { decoder.append(contentsOf: $0) }
         process(context: context)
     }
 

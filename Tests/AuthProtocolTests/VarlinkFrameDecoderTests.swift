@@ -29,14 +29,20 @@ struct VarlinkFrameDecoderTests {
         #expect(messages == [#"{"method":"a.B"}"#, #"{"method":"c.D","more":true}"#])
     }
 
-    @Test(arguments: 1...7)
-    func splitsMessagesArrivingInAnyChunking(chunk: Int) throws {
+    /// In any chunking, through either way in: a sequence, or a raw buffer (what the server hands over).
+    @Test(arguments: 1...7, [false, true])
+    func splitsMessagesArrivingInAnyChunking(chunk: Int, raw: Bool) throws {
         var decoder = VarlinkFrameDecoder()
         var messages: [String] = []
         let stream = Array(repeating: Self.stream, count: 50).flatMap { $0 }
         var index = 0
         while index < stream.count {
-            decoder.append(stream[index..<min(index + chunk, stream.count)])
+            let piece = stream[index..<min(index + chunk, stream.count)]
+            if raw {
+                piece.withUnsafeBytes { decoder.append(contentsOf: $0) }
+            } else {
+                decoder.append(piece)
+            }
             messages += try drain(&decoder)
             index += chunk
         }
