@@ -29,9 +29,11 @@ enum GroupClearing {
         goes to standard error, and the exit status is 4.
         """
 
+    /// The daemon's method a command calls: `anonymize` or `stopIntegration`.
+    typealias Method = @Sendable (AuthDaemonClient, String) async throws -> ClearResult
+
     static func run(
-        _ options: DaemonOptions, group: String, cause: String, done: String,
-        _ call: @escaping @Sendable (AuthDaemonClient, String) async throws -> ClearResult
+        _ options: DaemonOptions, group: String, cause: String, done: String, _ call: @escaping Method
     ) async throws {
         let result = try await options.withClient { try await call($0, group) }
         if options.json {
@@ -53,8 +55,26 @@ enum GroupClearing {
     }
 }
 
+/// `anonymize` and `stop`: one command over the daemon's method, with the words that differ.
+protocol GroupClearingCommand: AsyncParsableCommand {
+    var group: GroupArgument { get }
+    var options: DaemonOptions { get }
+    /// The cause the apps are told, and `--json`'s `cause`.
+    static var cause: String { get }
+    /// The verb of the confirmation line.
+    static var done: String { get }
+    /// The daemon's method.
+    static var method: GroupClearing.Method { get }
+}
+
+extension GroupClearingCommand {
+    func run() async throws {
+        try await GroupClearing.run(options, group: group.group, cause: Self.cause, done: Self.done, Self.method)
+    }
+}
+
 extension AuthCtl {
-    struct Anonymize: AsyncParsableCommand {
+    struct Anonymize: GroupClearingCommand {
         static let configuration = CommandConfiguration(
             commandName: "anonymize",
             abstract: "Forget an app group's customer: flush, then clear token and customer ids.",
@@ -74,14 +94,12 @@ extension AuthCtl {
 
         @OptionGroup var options: DaemonOptions
 
-        func run() async throws {
-            try await GroupClearing.run(options, group: group.group, cause: "anonymize", done: "Anonymized") {
-                try await $0.anonymize(group: $1)
-            }
-        }
+        static let cause = "anonymize"
+        static let done = "Anonymized"
+        static let method: GroupClearing.Method = { try await $0.anonymize(group: $1) }
     }
 
-    struct Stop: AsyncParsableCommand {
+    struct Stop: GroupClearingCommand {
         static let configuration = CommandConfiguration(
             commandName: "stop",
             abstract: "Stop an app group's integration: flush, then clear token and customer ids.",
@@ -99,11 +117,9 @@ extension AuthCtl {
 
         @OptionGroup var options: DaemonOptions
 
-        func run() async throws {
-            try await GroupClearing.run(options, group: group.group, cause: "stopIntegration", done: "Stopped") {
-                try await $0.stopIntegration(group: $1)
-            }
-        }
+        static let cause = "stopIntegration"
+        static let done = "Stopped"
+        static let method: GroupClearing.Method = { try await $0.stopIntegration(group: $1) }
     }
 
     struct Clear: AsyncParsableCommand {
