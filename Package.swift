@@ -23,7 +23,8 @@
 //   makes them (NIOPosix: Swift concurrency's event loop through CConcurrencyHook, the runtime's global-executor
 //   hook; the store's thread pool) and injects them; AuthDaemonCommand, AuthCtlCommands -> CProcessControl
 //   (prctl.h: no core dumps)
-//   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon and AuthProtocol (the per-hop costs in-process)
+//   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon, AuthDaemonCommand (the store's pool) and
+//   AuthProtocol (the per-hop costs in-process)
 //   docs/architecture.md: the modules, who owns which thread, and how a GetToken and a SetToken travel through them
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
