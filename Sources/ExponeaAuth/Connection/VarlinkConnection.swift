@@ -288,13 +288,29 @@ final class VarlinkConnection: Sendable {
 
     // MARK: Reading and writing (by the holder only)
 
+    /// Sends `message` and its NUL in one system call, without copying the message to append the NUL.
     private func send(_ message: [UInt8]) throws(AuthClientError) {
-        var framed = message
-        framed.append(0)
+        var terminator: UInt8 = 0
         var sent = 0
-        while sent < framed.count {
-            let result = framed.withUnsafeBytes { bytes in
-                Glibc.send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+        let total = message.count + 1
+        while sent < total {
+            let result = message.withUnsafeBytes { bytes in
+                withUnsafeMutablePointer(to: &terminator) { nul in
+                    // The part of the message not sent yet (none once it all is), then the NUL.
+                    let rest = min(sent, bytes.count)
+                    var parts = (
+                        iovec(
+                            iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress)?.advanced(by: rest),
+                            iov_len: bytes.count - rest),
+                        iovec(iov_base: UnsafeMutableRawPointer(nul), iov_len: 1)
+                    )
+                    return withUnsafeMutableBytes(of: &parts) { vectors in
+                        var header = msghdr()
+                        header.msg_iov = vectors.baseAddress!.assumingMemoryBound(to: iovec.self)
+                        header.msg_iovlen = 2
+                        return sendmsg(fd, &header, Int32(MSG_NOSIGNAL))
+                    }
+                }
             }
             if result > 0 {
                 sent += result
