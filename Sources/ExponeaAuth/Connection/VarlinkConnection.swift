@@ -9,12 +9,11 @@ import Synchronization
 /// One connection to the daemon's Varlink socket: a plain blocking Unix socket with one call at a time, as a C
 /// client has it, every wait bounded.
 ///
-/// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and reads the reply with a
-/// blocking `recv` bounded by `SO_RCVTIMEO` (``inlineReplyWait``), which is all a call takes when the daemon
-/// answers at once: two system calls, as a C client's `write` and `read`, and no thread switch. A reply that takes
-/// longer (a daemon that waits by design, `WaitForToken`, or one that is busy or stopped) is awaited on a thread
-/// of the call's own, with `poll`, until the call's deadline; the caller's thread is free meanwhile. Reads there
-/// never block (`MSG_DONTWAIT`): only `poll` waits, with its bound.
+/// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and waits for the reply with
+/// `poll` for up to ``inlineReplyWait``, which is all a call takes when the daemon answers at once: no thread
+/// switch. A reply that takes longer (a daemon that waits by design, `WaitForToken`, or one that is busy or
+/// stopped) is awaited on a thread of the call's own, with `poll`, until the call's deadline; the caller's thread
+/// is free meanwhile. Reads never block (`MSG_DONTWAIT`): only `poll` waits, with its bound.
 ///
 /// Calls on one connection take turns (a call made while another is in flight waits for it). A connection whose
 /// call failed, timed out or was cancelled is closed: a late reply must never be taken for the next call's.
@@ -48,9 +47,8 @@ final class VarlinkConnection: Sendable {
     static let maximumReplySize = 16 * 1024 * 1024
 
     /// How long a call waits for its reply on its caller's thread before it awaits the rest on a thread of its
-    /// own: 25 times a GetToken round trip on an idle machine (40 µs), short enough that callers waiting at once
-    /// on a loaded machine do not hold the threads of Swift's cooperative pool for long. (The kernel rounds
-    /// `SO_RCVTIMEO` up to a whole scheduler tick, 1 to 4 ms.)
+    /// own: `poll`'s shortest bound, 25 times a GetToken round trip on an idle machine (40 µs), short enough that
+    /// callers waiting at once on a loaded machine do not hold the threads of Swift's cooperative pool for long.
     static let inlineReplyWait = Duration.milliseconds(1)
 
     private init(fd: Int32, path: String, timeout: Duration, serverPID: Int32) {
@@ -88,8 +86,6 @@ final class VarlinkConnection: Sendable {
         }
         // SO_SNDTIMEO bounds connect (a full backlog) and every write.
         setTimeout(fd, SO_SNDTIMEO, timeout)
-        // SO_RCVTIMEO bounds the blocking read of a reply on the caller's thread (``receiveInline()``).
-        setTimeout(fd, SO_RCVTIMEO, inlineReplyWait)
         var result: Int32
         repeat {
             result = withUnsafePointer(to: &address) {
@@ -330,14 +326,9 @@ final class VarlinkConnection: Sendable {
         }
     }
 
-    /// Waits on the caller's thread for up to ``inlineReplyWait`` (each read for `SO_RCVTIMEO`); nil when the
-    /// reply has not come by then.
+    /// Waits on the caller's thread for up to ``inlineReplyWait``; nil when the reply has not come by then.
     private func receiveInline() throws(AuthClientError) -> [UInt8]? {
-        let deadline = ContinuousClock.now + Self.inlineReplyWait
-        while true {
-            if let message = try nextMessage() { return message }
-            guard ContinuousClock.now < deadline, try readSome(blocking: true) else { return nil }
-        }
+        try receive(until: ContinuousClock.now + Self.inlineReplyWait)
     }
 
     /// Waits until a whole message is there or `deadline` passes (nil then).
@@ -352,32 +343,30 @@ final class VarlinkConnection: Sendable {
             if ready < 0 && errno != EINTR {
                 throw AuthClientError(.connectionLost, "Waiting for exponea-authd at \(path) failed")
             }
-            if ready > 0 { _ = try readSome(blocking: false) }
+            if ready > 0 { try readSome() }
         }
     }
 
-    /// Reads what is there: without waiting, or (`blocking`) waiting for up to `SO_RCVTIMEO`.
-    ///
-    /// - Returns: Whether bytes came.
-    private func readSome(blocking: Bool) throws(AuthClientError) -> Bool {
-        let outcome: Result<Bool, AuthClientError> = withUnsafeTemporaryAllocation(
+    /// Reads what is there, without waiting.
+    private func readSome() throws(AuthClientError) {
+        let outcome: Result<Void, AuthClientError> = withUnsafeTemporaryAllocation(
             byteCount: 16 * 1024, alignment: 16
         ) { buffer in
             while true {
-                let count = recv(fd, buffer.baseAddress, buffer.count, blocking ? 0 : Int32(MSG_DONTWAIT))
+                let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
                 if count > 0 {
                     received.withLock { $0.append(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
-                    return .success(true)
+                    return .success(())
                 }
                 if count < 0 && errno == EINTR { continue }
-                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .success(false) }
+                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .success(()) }
                 return .failure(
                     AuthClientError(
                         .connectionLost,
                         "The connection to exponea-authd at \(path) closed before the reply came"))
             }
         }
-        return try outcome.get()
+        try outcome.get()
     }
 
     private func nextMessage() throws(AuthClientError) -> [UInt8]? {
