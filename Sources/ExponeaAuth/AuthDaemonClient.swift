@@ -496,14 +496,8 @@ public final class AuthDaemonClient: Sendable {
 
     /// Appends `string` as a JSON string (RFC 8259 escapes).
     private static func appendString(_ string: String, to json: inout [UInt8]) {
-        json.append(UInt8(ascii: "\""))
-        // Names (methods, groups) need no escape: copied in one go.
-        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            json.append(contentsOf: string.utf8)
-            json.append(UInt8(ascii: "\""))
-            return
-        }
         let hex = Array("0123456789abcdef".utf8)
+        json.append(UInt8(ascii: "\""))
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
