@@ -26,13 +26,9 @@ struct ReplyReaderTests {
             while True:
                 connection, _ = server.accept()
                 pending = b""
-                while True:
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        break
-                    pending += chunk
-                    while b"\\0" in pending:
-                        message, pending = pending.split(b"\\0", 1)
+                while chunk := connection.recv(65536):
+                    *messages, pending = (pending + chunk).split(b"\\0")
+                    for message in messages:
                         method = json.loads(message)["method"].rsplit(".", 1)[1]
                         connection.sendall(replies[method].encode() + b"\\0")
                 connection.close()
