@@ -260,13 +260,18 @@ private struct JSONParser {
     mutating func parseString() throws(JSONSyntaxError) -> String {
         index += 1  // "
         let start = index
-        var ascii = true
-        while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") {
-            guard byte >= 0x20 else { throw error("control character in a string") }
-            ascii = ascii && byte < 0x80
+        // The run up to a quote, a backslash or a control character, in a loop with one bounds check a byte (a
+        // token is most of a reply's bytes).
+        var high: UInt8 = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            high |= byte
             index += 1
         }
+        let ascii = high < 0x80
         guard let stop = current else { throw error("unterminated string") }
+        guard stop >= 0x20 else { throw error("control character in a string") }
         if stop == UInt8(ascii: "\"") {
             let run = UnsafeBufferPointer(rebasing: bytes[start..<index])
             let string = ascii ? String(decoding: run, as: UTF8.self) : try Self.string(run, at: start)

@@ -16,6 +16,13 @@ public struct ClaimsPayload: Codable, Hashable, Sendable {
     /// The header's `kid`.
     public var keyId: String?
 
+    public init(expiresAt: Double, customerIds: [String: String], algorithm: String, keyId: String?) {
+        self.expiresAt = expiresAt
+        self.customerIds = customerIds
+        self.algorithm = algorithm
+        self.keyId = keyId
+    }
+
     public init(_ jwt: StreamJWT) {
         // Each of header and claims decodes its part of the token anew: read each once.
         let header = jwt.header

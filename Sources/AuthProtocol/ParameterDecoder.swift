@@ -42,6 +42,16 @@ package struct ParameterDecoder {
         return parameters
     }
 
+    /// A number as an integer of type `T`, as the decoder reads one: written as one (`5`), or as a number with
+    /// an integral value in range (`5.0`, `5e0`); nil for anything else. (The client's hand-written reply
+    /// readers read integers with it too.)
+    package static func integer<T: FixedWidthInteger>(_ value: JSONValue, as type: T.Type) -> T? {
+        guard case .number(let literal) = value else { return nil }
+        if let exact = T(literal) { return exact }
+        guard let number = Double(literal), number.isFinite, number == number.rounded(.towardZero) else { return nil }
+        return T(exactly: number)
+    }
+
     /// The top-level member a decoding error is about.
     private static func member(of error: DecodingError) -> String? {
         switch error {
@@ -226,13 +236,11 @@ private struct SingleValue: SingleValueDecodingContainer {
         return number
     }
 
-    /// An integer written as one (`5`), or as a number with an integral value in range (`5.0`, `5e0`).
     private func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
-        guard case .number(let literal) = value else { throw mismatch(type, "not a number") }
-        if let exact = T(literal) { return exact }
-        guard let number = Double(literal), number.isFinite, number == number.rounded(.towardZero),
-            let converted = T(exactly: number)
-        else { throw mismatch(type, "not an integer in \(T.min)...\(T.max)") }
+        guard case .number = value else { throw mismatch(type, "not a number") }
+        guard let converted = ParameterDecoder.integer(value, as: type) else {
+            throw mismatch(type, "not an integer in \(T.min)...\(T.max)")
+        }
         return converted
     }
 

@@ -210,7 +210,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        buffer.withUnsafeReadableBytes { decoder.append(contentsOf: $0) }
+        buffer.withUnsafeReadableBytes { decoder.append($0) }
         process(context: context)
     }
 

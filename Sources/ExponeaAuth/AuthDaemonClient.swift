@@ -163,12 +163,12 @@ public final class AuthDaemonClient: Sendable {
 
     /// The group's token, claims and generation, without side effects.
     nonisolated(nonsending) public func getToken(group: String) async throws(AuthClientError) -> GetTokenResult {
-        try await call("GetToken", GroupParameters(group: group))
+        try Self.read(try await exchange(Self.encodeGroupCall("com.exponea.Auth.GetToken", group: group)))
     }
 
     /// The check before a stream request (R15-R17); when it has a reason, the group's apps hear `jwtError`.
     nonisolated(nonsending) public func preflight(group: String) async throws(AuthClientError) -> PreflightResult {
-        try await call("Preflight", GroupParameters(group: group))
+        try Self.read(try await exchange(Self.encodeGroupCall("com.exponea.Auth.Preflight", group: group)))
     }
 
     /// Reports a stream request that failed with `status` and asks whether to retry (R19-R21).
@@ -284,8 +284,8 @@ public final class AuthDaemonClient: Sendable {
 
     /// How many groups this user may use, and how many of them have a token: ``listGroups()``'s count,
     /// without the list.
-    public func countGroups() async throws(AuthClientError) -> CountGroupsResult {
-        try await call("CountGroups", EmptyPayload())
+    nonisolated(nonsending) public func countGroups() async throws(AuthClientError) -> CountGroupsResult {
+        try Self.read(try await exchange(Self.encodeGroupCall("com.exponea.Auth.CountGroups", group: nil)))
     }
 
     /// What the daemon says about itself (`org.varlink.service.GetInfo`).
@@ -380,7 +380,13 @@ public final class AuthDaemonClient: Sendable {
     nonisolated(nonsending) private func call<Parameters: Encodable, Result: Decodable>(
         _ method: String, _ parameters: Parameters, interface: String = "com.exponea.Auth", wait: Duration = .zero
     ) async throws(AuthClientError) -> Result {
-        let message = try Self.encode("\(interface).\(method)", parameters)
+        try Self.decode(try await exchange(try Self.encode("\(interface).\(method)", parameters), wait: wait))
+    }
+
+    /// Sends `message` (a call's JSON) on an idle connection or a new one, and returns its reply's JSON.
+    nonisolated(nonsending) private func exchange(_ message: [UInt8], wait: Duration = .zero)
+        async throws(AuthClientError) -> [UInt8]
+    {
         var (connection, reused) = try await checkOut()
         let reply: [UInt8]
         do {
@@ -391,7 +397,7 @@ public final class AuthDaemonClient: Sendable {
             reply = try await connection.call(message, wait: wait)
         }
         checkIn(connection)
-        return try Self.decode(reply)
+        return reply
     }
 
     nonisolated(nonsending) private func checkOut() async throws(AuthClientError) -> (
@@ -511,6 +517,40 @@ public final class AuthDaemonClient: Sendable {
     /// Reads a reply with the project's own parser (`JSONValue`) and the daemon's parameter decoder, leniently
     /// (a member a newer daemon adds is ignored): its parameters, or the error it names.
     static func decode<Result: Decodable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
+        let parameters = try replyParameters(reply)
+        do {
+            return try ParameterDecoder.decode(Result.self, from: parameters, rejectingUnknownMembers: false)
+        } catch {
+            let member: String? =
+                switch error {
+                case .invalid(let name): name
+                case .unknown(let name): name
+                }
+            throw unreadable(member: member)
+        }
+    }
+
+    /// Reads one of the hot replies by hand (``ReplyReadable``), as leniently as ``decode(_:)`` reads it.
+    static func read<Result: ReplyReadable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
+        let parameters = try replyParameters(reply)
+        do throws(ReplyMembers.Invalid) {
+            return try Result(reading: ReplyMembers(parameters))
+        } catch {
+            throw unreadable(member: error.member)
+        }
+    }
+
+    private static func unreadable(member: String?) -> AuthClientError {
+        AuthClientError(
+            .protocolError,
+            "The daemon's reply could not be read"
+                + (member.map { " (member '\($0)')" } ?? "") + "; is the daemon of another version?")
+    }
+
+    /// A reply's parameters (`{}` when it has none), parsed with the project's own parser (`JSONValue`).
+    ///
+    /// - Throws: The error the reply names, or ``AuthClientError/Code/protocolError`` when it is not a reply.
+    private static func replyParameters(_ reply: [UInt8]) throws(AuthClientError) -> [String: JSONValue] {
         guard let value = try? JSONValue(parsing: reply), case .object(let members) = value else {
             throw AuthClientError(.protocolError, "The daemon's reply is not a JSON object")
         }
@@ -521,24 +561,10 @@ public final class AuthDaemonClient: Sendable {
             }
             throw AuthClientError(reply: name, parameters: parameters)
         }
-        let parameters: [String: JSONValue]
         switch members["parameters"] {
-        case nil, .null?: parameters = [:]
-        case .object(let object)?: parameters = object
+        case nil, .null?: return [:]
+        case .object(let object)?: return object
         default: throw AuthClientError(.protocolError, "The daemon's reply has parameters that are not an object")
-        }
-        do {
-            return try ParameterDecoder.decode(Result.self, from: parameters, rejectingUnknownMembers: false)
-        } catch {
-            let member: String? =
-                switch error {
-                case .invalid(let name): name
-                case .unknown(let name): name
-                }
-            throw AuthClientError(
-                .protocolError,
-                "The daemon's reply could not be read"
-                    + (member.map { " (member '\($0)')" } ?? "") + "; is the daemon of another version?")
         }
     }
 

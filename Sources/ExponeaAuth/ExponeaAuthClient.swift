@@ -245,7 +245,7 @@ public final class ExponeaAuthClient: Sendable {
 
     /// The check before a stream request (R15-R17): the token to send, even an expired one, and its state.
     /// When the state calls for it, the group's handler runs.
-    public func preflight() async throws(AuthClientError) -> PreflightResult {
+    nonisolated(nonsending) public func preflight() async throws(AuthClientError) -> PreflightResult {
         try await daemon.preflight(group: group)
     }
 
@@ -423,7 +423,7 @@ public struct StreamAuthenticator: Sendable {
     /// JWT error handler sets.
     ///
     /// - Throws: ``AuthClientError/Code/tokenUnavailable`` when no usable token came.
-    public func getAuthHeader() async throws(AuthClientError) -> String {
+    nonisolated(nonsending) public func getAuthHeader() async throws(AuthClientError) -> String {
         let preflight = try await client.preflight()
         if let token = preflight.token, preflight.state == .valid || preflight.state == .expiredSoon {
             return token.value

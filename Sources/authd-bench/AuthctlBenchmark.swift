@@ -14,18 +14,17 @@ import Foundation
 /// - Peak RSS of each, as GNU time reports it (`/usr/bin/time -f %M`): the `ru_maxrss` of a child spawned from
 ///   this process would be this process's own size, which the kernel records at `exec` after a `vfork`.
 ///
-/// Measure a release build with the Swift runtime linked in (`swift build -c release --static-swift-stdlib`),
-/// as a device installs it: the authctl beside the daemon is the one run.
+/// Measure a release build linked as a device's is (`scripts/build-release --product authd-bench`): authctl is
+/// run as a device runs it, through a link named `authctl` to the daemon's binary (the one binary installed),
+/// not the development product `authctl` that may lie beside it.
 struct AuthctlBenchmark {
     let settings: BenchSettings
     init(_ settings: BenchSettings) { self.settings = settings }
 
     func run(_ report: Report) throws {
-        let authctl = (settings.daemon as NSString).deletingLastPathComponent + "/authctl"
-        guard FileManager.default.isExecutableFile(atPath: authctl) else {
-            progress("  skipped: no authctl beside the daemon (\(authctl))")
-            return
-        }
+        let authctl = try settings.scratch.folder("authctl-link") + "/authctl"
+        try FileManager.default.createSymbolicLink(
+            atPath: authctl, withDestinationPath: URL(fileURLWithPath: settings.daemon).resolvingSymlinksInPath().path)
         let busctl = "/usr/bin/busctl"
         guard FileManager.default.isExecutableFile(atPath: busctl) else {
             progress("  skipped: no \(busctl) to measure beside")

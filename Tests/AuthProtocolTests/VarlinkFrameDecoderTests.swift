@@ -39,7 +39,7 @@ struct VarlinkFrameDecoderTests {
         while index < stream.count {
             let piece = stream[index..<min(index + chunk, stream.count)]
             if raw {
-                piece.withUnsafeBytes { decoder.append(contentsOf: $0) }
+                piece.withUnsafeBytes { decoder.append($0) }
             } else {
                 decoder.append(piece)
             }

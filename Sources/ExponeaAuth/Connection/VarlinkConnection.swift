@@ -17,7 +17,11 @@ import Synchronization
 ///
 /// Calls on one connection take turns (a call made while another is in flight waits for it). A connection whose
 /// call failed, timed out or was cancelled is closed: a late reply must never be taken for the next call's.
-final class VarlinkConnection: @unchecked Sendable {
+///
+/// Sendable as checked by the compiler: every stored property is a constant of a `Sendable` type, and the two
+/// that change are in `Mutex`es (the turn-taking ``State``; the bytes received, which only the call holding the
+/// connection touches, so its lock is never contended and costs two atomic operations a read).
+final class VarlinkConnection: Sendable {
     /// The socket's path, for messages.
     let path: String
     /// How long a call may take, on top of a wait the method makes by design.
@@ -27,8 +31,9 @@ final class VarlinkConnection: @unchecked Sendable {
 
     private let fd: Int32
     private let state = Mutex(State())
-    /// Touched only by the call that holds the connection (``State/busy``): no lock around it.
-    private var decoder = VarlinkFrameDecoder(maximumMessageSize: maximumReplySize)
+    /// The bytes received: touched only by the call that holds the connection (``State/busy``), so never waited
+    /// for.
+    private let received = Mutex(VarlinkFrameDecoder(maximumMessageSize: maximumReplySize))
 
     private struct State {
         var busy = false
@@ -283,13 +288,29 @@ final class VarlinkConnection: @unchecked Sendable {
 
     // MARK: Reading and writing (by the holder only)
 
+    /// Sends `message` and its NUL in one system call, without copying the message to append the NUL.
     private func send(_ message: [UInt8]) throws(AuthClientError) {
-        var framed = message
-        framed.append(0)
+        var terminator: UInt8 = 0
         var sent = 0
-        while sent < framed.count {
-            let result = framed.withUnsafeBytes { bytes in
-                Glibc.send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+        let total = message.count + 1
+        while sent < total {
+            let result = message.withUnsafeBytes { bytes in
+                withUnsafeMutablePointer(to: &terminator) { nul in
+                    // The part of the message not sent yet (none once it all is), then the NUL.
+                    let rest = min(sent, bytes.count)
+                    var parts = (
+                        iovec(
+                            iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress)?.advanced(by: rest),
+                            iov_len: bytes.count - rest),
+                        iovec(iov_base: UnsafeMutableRawPointer(nul), iov_len: 1)
+                    )
+                    return withUnsafeMutableBytes(of: &parts) { vectors in
+                        var header = msghdr()
+                        header.msg_iov = vectors.baseAddress!.assumingMemoryBound(to: iovec.self)
+                        header.msg_iovlen = 2
+                        return sendmsg(fd, &header, Int32(MSG_NOSIGNAL))
+                    }
+                }
             }
             if result > 0 {
                 sent += result
@@ -334,7 +355,7 @@ final class VarlinkConnection: @unchecked Sendable {
             while true {
                 let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
                 if count > 0 {
-                    decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                    received.withLock { $0.append(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
                     return .success(())
                 }
                 if count < 0 && errno == EINTR { continue }
@@ -350,7 +371,7 @@ final class VarlinkConnection: @unchecked Sendable {
 
     private func nextMessage() throws(AuthClientError) -> [UInt8]? {
         do {
-            return try decoder.nextMessage()
+            return try received.withLock { decoder throws(VarlinkFramingError) in try decoder.nextMessage() }
         } catch {
             throw AuthClientError(.protocolError, "The daemon sent a reply over \(Self.maximumReplySize) bytes")
         }

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthCore
+import AuthProtocol
+
+/// A reply the library reads by hand from its parsed parameters, without `Decodable`: the replies of the calls
+/// on every request's path (GetToken, Preflight) and of `authctl status` (CountGroups).
+///
+/// Through `ParameterDecoder`'s generic path these replies cost most of a call's CPU on the client side (its
+/// containers, its coding paths, the runtime's protocol-conformance lookups on a process's first call); read
+/// here they cost about what the parse does. They are read as leniently as the generic path reads them
+/// (`AuthDaemonClient.decode`): a member the library does not know is ignored (a newer daemon may add one), a
+/// missing or null optional member is nil, an integer may be written as `5.0`, and an error names the
+/// top-level member it is about. `ReplyReaderTests` checks that both paths read the same replies alike.
+protocol ReplyReadable {
+    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid)
+}
+
+/// The members of a reply's `parameters` object (or of an object inside it), read by name.
+struct ReplyMembers {
+    /// A member that is missing or of the wrong type; `member` is the top-level one it is in.
+    struct Invalid: Error {
+        let member: String
+    }
+
+    private let members: [String: JSONValue]
+    /// The top-level member these members are inside; nil for the parameters themselves.
+    private let topLevel: String?
+
+    init(_ members: [String: JSONValue], inside topLevel: String? = nil) {
+        self.members = members
+        self.topLevel = topLevel
+    }
+
+    private func invalid(_ name: String) -> Invalid { Invalid(member: topLevel ?? name) }
+
+    /// The member's value; nil when it is missing or null.
+    private func value(_ name: String) -> JSONValue? {
+        switch members[name] {
+        case nil, .null?: nil
+        case let value?: value
+        }
+    }
+
+    func string(_ name: String) throws(Invalid) -> String {
+        guard let value = try optionalString(name) else { throw invalid(name) }
+        return value
+    }
+
+    func optionalString(_ name: String) throws(Invalid) -> String? {
+        guard let value = value(name) else { return nil }
+        guard case .string(let string) = value else { throw invalid(name) }
+        return string
+    }
+
+    func integer<T: FixedWidthInteger>(_ name: String, as type: T.Type = T.self) throws(Invalid) -> T {
+        guard let value = value(name), let integer = ParameterDecoder.integer(value, as: type) else {
+            throw invalid(name)
+        }
+        return integer
+    }
+
+    func double(_ name: String) throws(Invalid) -> Double {
+        guard let number = value(name)?.double else { throw invalid(name) }
+        return number
+    }
+
+    /// An object of strings.
+    func stringMap(_ name: String) throws(Invalid) -> [String: String] {
+        guard let map = value(name)?.stringMap else { throw invalid(name) }
+        return map
+    }
+
+    /// An object, whose members' errors name this member (or the top-level one this is in).
+    func optionalObject(_ name: String) throws(Invalid) -> ReplyMembers? {
+        guard let value = value(name) else { return nil }
+        guard case .object(let members) = value else { throw invalid(name) }
+        return ReplyMembers(members, inside: topLevel ?? name)
+    }
+}
+
+extension GetTokenResult: ReplyReadable {
+    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
+        self.init(
+            token: try reply.optionalString("token").map(CompactToken.init),
+            claims: try reply.optionalObject("claims").map { claims throws(ReplyMembers.Invalid) in
+                try ClaimsPayload(reading: claims)
+            },
+            generation: try reply.integer("generation"))
+    }
+}
+
+extension ClaimsPayload {
+    init(reading claims: ReplyMembers) throws(ReplyMembers.Invalid) {
+        self.init(
+            expiresAt: try claims.double("expiresAt"), customerIds: try claims.stringMap("customerIds"),
+            algorithm: try claims.string("algorithm"), keyId: try claims.optionalString("keyId"))
+    }
+}
+
+extension PreflightResult: ReplyReadable {
+    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
+        guard let state = TokenState(rawValue: try reply.string("state")) else {
+            throw ReplyMembers.Invalid(member: "state")
+        }
+        self.init(
+            token: try reply.optionalString("token").map(CompactToken.init), state: state,
+            reason: try reply.optionalString("reason").map(JwtErrorReason.init(rawValue:)),
+            generation: try reply.integer("generation"))
+    }
+}
+
+extension CountGroupsResult: ReplyReadable {
+    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
+        self.init(groups: try reply.integer("groups"), withToken: try reply.integer("withToken"))
+    }
+}

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthTestKit
+import ExponeaAuth
+import Foundation
+import Testing
+
+/// The replies of GetToken, Preflight and CountGroups, which the library reads by hand (not through
+/// `Decodable`), are read as leniently as the others: what a newer daemon may add or spell otherwise is
+/// accepted, and a reply that cannot be read names the member that is wrong. A server on a real Unix socket
+/// answers each call with the reply a test gives it.
+@Suite("ExponeaAuth reads the hot replies by hand", .timeLimit(.minutes(1)))
+struct ReplyReaderTests {
+    /// Answers every call with the reply given for its method (`com.exponea.Auth.GetToken` → JSON).
+    final class ScriptedServer {
+        let path: String
+        private let process: BackgroundProcess
+        private let directory: TemporaryDirectory
+
+        private static let script = """
+            import json, os, socket, sys
+            path, replies = sys.argv[1], json.loads(sys.argv[2])
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(path)
+            server.listen(4)
+            print("listening", flush=True)
+            while True:
+                connection, _ = server.accept()
+                pending = b""
+                while chunk := connection.recv(65536):
+                    *messages, pending = (pending + chunk).split(b"\\0")
+                    for message in messages:
+                        method = json.loads(message)["method"].rsplit(".", 1)[1]
+                        connection.sendall(replies[method].encode() + b"\\0")
+                connection.close()
+            """
+
+        init(replies: [String: String]) throws {
+            directory = try TemporaryDirectory(prefix: "authd-replies")
+            path = directory.appending("io.socket")
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: replies), as: UTF8.self)
+            process = try BackgroundProcess(
+                "/usr/bin/python3", ["-c", Self.script, path, json], environment: ["PATH": "/usr/bin:/bin"])
+            guard BackgroundProcess.waitUntil({ process.output.contains("listening") }) else {
+                throw NotStarted(output: process.output)
+            }
+        }
+
+        struct NotStarted: Error {
+            var output: String
+        }
+
+        var client: AuthDaemonClient { AuthDaemonClient(socketPath: path, unavailableBound: .milliseconds(200)) }
+
+        deinit {
+            process.stop()
+            directory.remove()
+        }
+    }
+
+    @Test func membersANewerDaemonAddsAreIgnoredAndIntegersMayBeWrittenAsDecimals() async throws {
+        let server = try ScriptedServer(replies: [
+            "GetToken": """
+            {"parameters":{"token":"a.b.c","generation":7.0,"future":[1,{"x":null}],
+            "claims":{"expiresAt":1767225600.5,"customerIds":{"registered":"jane"},"algorithm":"HS512",
+            "keyId":null,"future":true}},"continues":false}
+            """,
+            "Preflight": #"{"parameters":{"state":"expiredSoon","reason":"notYetKnown","generation":3,"token":null}}"#,
+            "CountGroups": #"{"parameters":{"groups":10000,"withToken":9999,"pending":1}}"#,
+        ])
+        let client = server.client
+
+        let token = try await client.getToken(group: "shop")
+        #expect(token.token?.value == "a.b.c")
+        #expect(token.generation == 7)
+        #expect(token.claims?.expiresAt == 1_767_225_600.5)
+        #expect(token.claims?.customerIds == ["registered": "jane"])
+        #expect(token.claims?.algorithm == "HS512")
+        #expect(token.claims?.keyId == nil)
+
+        let preflight = try await client.preflight(group: "shop")
+        #expect(preflight.state == .expiredSoon)
+        #expect(preflight.reason == .unknown("notYetKnown"))
+        #expect(preflight.token == nil)
+        #expect(preflight.generation == 3)
+
+        let counts = try await client.countGroups()
+        #expect(counts.groups == 10_000 && counts.withToken == 9_999)
+    }
+
+    @Test func aTokenlessReplyHasNoClaims() async throws {
+        let server = try ScriptedServer(replies: ["GetToken": #"{"parameters":{"generation":0}}"#])
+        let token = try await server.client.getToken(group: "shop")
+        #expect(token.token == nil && token.claims == nil && token.generation == 0)
+    }
+
+    @Test(arguments: [
+        (#"{"parameters":{"generation":-1}}"#, "generation"),
+        (#"{"parameters":{"generation":1.5}}"#, "generation"),
+        (#"{"parameters":{"token":5,"generation":1}}"#, "token"),
+        (
+            #"{"parameters":{"generation":1,"claims":{"expiresAt":"soon","customerIds":{},"algorithm":"HS512"}}}"#,
+            "claims"
+        ),
+        (
+            #"{"parameters":{"generation":1,"claims":{"expiresAt":1,"customerIds":{"a":1},"algorithm":"HS512"}}}"#,
+            "claims"
+        ),
+        (#"{"parameters":{"generation":1,"claims":{"expiresAt":1,"customerIds":{}}}}"#, "claims"),
+        (#"{"parameters":{"generation":1,"claims":[]}}"#, "claims"),
+    ])
+    func aReplyThatCannotBeReadNamesTheMember(reply: String, member: String) async throws {
+        let server = try ScriptedServer(replies: ["GetToken": reply])
+        await #expect {
+            _ = try await server.client.getToken(group: "shop")
+        } throws: { error in
+            let error = error as? AuthClientError
+            return error?.code == .protocolError && error?.message.contains("(member '\(member)')") == true
+        }
+    }
+
+    @Test func aPreflightStateThisVersionDoesNotKnowNamesState() async throws {
+        let server = try ScriptedServer(replies: ["Preflight": #"{"parameters":{"state":"odd","generation":1}}"#])
+        await #expect {
+            _ = try await server.client.preflight(group: "shop")
+        } throws: { error in
+            (error as? AuthClientError)?.message.contains("(member 'state')") == true
+        }
+    }
+
+    @Test func anErrorReplyIsTheErrorItNames() async throws {
+        let server = try ScriptedServer(replies: [
+            "GetToken": #"{"error":"com.exponea.Auth.PermissionDenied","parameters":{"group":"shop"}}"#
+        ])
+        await #expect {
+            _ = try await server.client.getToken(group: "shop")
+        } throws: { error in
+            (error as? AuthClientError)?.code == .permissionDenied
+        }
+    }
+}
