@@ -2,6 +2,7 @@
 import AuthDaemon
 import AuthStore
 import NIOPosix
+import Synchronization
 
 /// A fixed set of threads for store operations: writes of different groups overlap their fsyncs (the file
 /// system commits overlapping ones together) without a thread per waiting client. The threads start at the
@@ -16,6 +17,7 @@ public final class ThreadPoolStoreExecutor: StoreExecutor {
     public static let defaultThreadCount = 8
 
     private let pool: NIOThreadPool
+    private let started = Mutex(false)
 
     /// A pool of `threads` threads, started at the first ``run(_:)``.
     public init(threads: Int) {
@@ -23,8 +25,14 @@ public final class ThreadPoolStoreExecutor: StoreExecutor {
     }
 
     public func run(_ work: @escaping @Sendable () throws(TokenStoreError) -> Void) async throws(TokenStoreError) {
-        // Starts the threads the first time; after that a lock and a check, next to a write of milliseconds.
-        pool.start()
+        // The threads start the first time, before any work is given to the pool: work given while its threads
+        // were still starting was never picked up (KillDuringWritesTests: no SetToken acknowledged in 4 s).
+        started.withLock { started in
+            if !started {
+                pool.start()
+                started = true
+            }
+        }
         let failure: TokenStoreError?
         do {
             failure = try await pool.runIfActive { () -> TokenStoreError? in
