@@ -16,23 +16,25 @@ import Testing
 struct InterfaceConformanceTests {
     /// Which Swift types carry each method's parameters and result. A method added to either side without a
     /// row here fails ``everyMethodHasARowBothWays()``.
-    static let messageTypes: [String: (parameters: any Codable.Type, result: any Codable.Type)] = [
-        "SetToken": (SetTokenParameters.self, SetTokenResult.self),
-        "GetToken": (GroupParameters.self, GetTokenResult.self),
-        "Preflight": (GroupParameters.self, PreflightResult.self),
-        "ReportAuthFailure": (ReportAuthFailureParameters.self, ReportAuthFailureResult.self),
-        "WaitForToken": (WaitForTokenParameters.self, WaitForTokenResult.self),
-        "IdentifyCustomer": (IdentifyCustomerParameters.self, GenerationResult.self),
-        "Anonymize": (GroupParameters.self, ClearResult.self),
-        "StopIntegration": (GroupParameters.self, ClearResult.self),
-        "ClearLocalCustomerData": (GroupParameters.self, EmptyPayload.self),
-        "Subscribe": (GroupParameters.self, SubscribeResult.self),
-        "AcknowledgeFlush": (AcknowledgeFlushParameters.self, EmptyPayload.self),
-        "ClaimRefresh": (ClaimRefreshParameters.self, ClaimRefreshResult.self),
-        "ReleaseRefresh": (ReleaseRefreshParameters.self, ReleaseRefreshResult.self),
-        "ListGroups": (EmptyPayload.self, ListGroupsResult.self),
-        "CountGroups": (EmptyPayload.self, CountGroupsResult.self),
-    ]
+    static var messageTypes: [String: (parameters: any Codable.Type, result: any Codable.Type)] {
+        [
+            "SetToken": (SetTokenParameters.self, SetTokenResult.self),
+            "GetToken": (GroupParameters.self, GetTokenResult.self),
+            "Preflight": (GroupParameters.self, PreflightResult.self),
+            "ReportAuthFailure": (ReportAuthFailureParameters.self, ReportAuthFailureResult.self),
+            "WaitForToken": (WaitForTokenParameters.self, WaitForTokenResult.self),
+            "IdentifyCustomer": (IdentifyCustomerParameters.self, GenerationResult.self),
+            "Anonymize": (GroupParameters.self, ClearResult.self),
+            "StopIntegration": (GroupParameters.self, ClearResult.self),
+            "ClearLocalCustomerData": (GroupParameters.self, EmptyPayload.self),
+            "Subscribe": (GroupParameters.self, SubscribeResult.self),
+            "AcknowledgeFlush": (AcknowledgeFlushParameters.self, EmptyPayload.self),
+            "ClaimRefresh": (ClaimRefreshParameters.self, ClaimRefreshResult.self),
+            "ReleaseRefresh": (ReleaseRefreshParameters.self, ReleaseRefreshResult.self),
+            "ListGroups": (EmptyPayload.self, ListGroupsResult.self),
+            "CountGroups": (EmptyPayload.self, CountGroupsResult.self),
+        ]
+    }
 
     static let interface = try! VarlinkIDL(parsing: AuthInterface.description)
 
