@@ -2,7 +2,6 @@
 import AuthDaemon
 import AuthStore
 import NIOPosix
-import Synchronization
 
 /// A fixed set of threads for store operations: writes of different groups overlap their fsyncs (the file
 /// system commits overlapping ones together) without a thread per waiting client. The threads start at the
@@ -17,7 +16,6 @@ public final class ThreadPoolStoreExecutor: StoreExecutor {
     public static let defaultThreadCount = 8
 
     private let pool: NIOThreadPool
-    private let started = Mutex(false)
 
     /// A pool of `threads` threads, started at the first ``run(_:)``.
     public init(threads: Int) {
@@ -25,14 +23,9 @@ public final class ThreadPoolStoreExecutor: StoreExecutor {
     }
 
     public func run(_ work: @escaping @Sendable () throws(TokenStoreError) -> Void) async throws(TokenStoreError) {
-        // The threads start the first time, before any work is given to the pool: work given while its threads
-        // were still starting was never picked up (KillDuringWritesTests: no SetToken acknowledged in 4 s).
-        started.withLock { started in
-            if !started {
-                pool.start()
-                started = true
-            }
-        }
+        // The first write starts the threads; later calls find them running (`start()` checks under the pool's
+        // lock).
+        pool.start()
         let failure: TokenStoreError?
         do {
             failure = try await pool.runIfActive { () -> TokenStoreError? in

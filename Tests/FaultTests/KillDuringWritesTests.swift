@@ -32,6 +32,11 @@ struct KillDuringWritesTests {
 
         func problem(_ text: String) { lock.withLock { problems.append(text) } }
 
+        /// Whether every group in `groups` has had a call acknowledged.
+        func acknowledgedEach(of groups: Range<Int>) -> Bool {
+            lock.withLock { acknowledged[groups].allSatisfy { $0 > 0 } }
+        }
+
         var snapshot: (sent: [Int], acknowledged: [Int], problems: [String]) {
             lock.withLock { (sent, acknowledged, problems) }
         }
@@ -41,10 +46,14 @@ struct KillDuringWritesTests {
         let daemon = try DaemonUnderTest()
         let jwt = TestJWT()
         let started = Date()
-        // The kill comes at `killAt` at the latest; the timers that must fire after the restart are due at
-        // `dueAt`, late enough for a slow restart and subscription.
+        // The kill comes once the writes have gone far enough to tell anything (every group with a timer to watch
+        // holds a token, a hundred calls acknowledged), and then once half the calls are acknowledged or 4 s have
+        // passed; on a loaded machine that can take longer, so it waits for that progress until `killBy`. The
+        // timers that must fire after the restart are due at `dueAt`, late enough for a slow restart and
+        // subscription after a kill at `killBy`.
         let killAt = started.addingTimeInterval(4)
-        let dueAt = (killAt.timeIntervalSince1970 + 10).rounded(.up)
+        let killBy = started.addingTimeInterval(15)
+        let dueAt = (killBy.timeIntervalSince1970 + 10).rounded(.up)
         // Groups 0-9 expire at dueAt (their "expired" timer fires after the restart); groups 10-19 enter their
         // last minute at dueAt ("expiredSoon"); the others stay valid. The k-th token of a group says k in its
         // claims, so what the store holds can be told apart; k = 0 stands for no token.
@@ -67,9 +76,12 @@ struct KillDuringWritesTests {
         let writers = Thread.detachedGroup(Self.connections) { connection in
             Self.write(tokens, on: connection, to: socketPath, progress: progress)
         }
-        // In the middle: at killAt, or once half the calls are acknowledged if the machine is fast.
-        let midway = BackgroundProcess.waitUntil(timeout: .seconds(killAt.timeIntervalSinceNow)) {
-            progress.acknowledgedCount.load(ordering: .relaxed) >= Self.groups * Self.setsPerGroup / 2
+        // In the middle: once half the calls are acknowledged if the machine is fast, at killAt otherwise, but not
+        // before the groups with timers hold a token and there are enough calls to tell anything.
+        let midway = BackgroundProcess.waitUntil(timeout: .seconds(killBy.timeIntervalSinceNow)) {
+            let acknowledged = progress.acknowledgedCount.load(ordering: .relaxed)
+            guard acknowledged >= Self.groups, progress.acknowledgedEach(of: 0..<20) else { return false }
+            return acknowledged >= Self.groups * Self.setsPerGroup / 2 || Date() >= killAt
         }
         let killedAt = Date()
         daemon.stop(signal: SIGKILL)
@@ -81,7 +93,7 @@ struct KillDuringWritesTests {
         print(
             """
             KillDuringWrites: killed after \(String(format: "%.1f", killedAt.timeIntervalSince(started))) s \
-            (\(midway ? "half acknowledged" : "at the time limit")): \(acknowledgedTotal) SetToken calls \
+            (\(midway ? "enough acknowledged" : "at the time limit, too few acknowledged")): \(acknowledgedTotal) SetToken calls \
             acknowledged, \(sentTotal - acknowledgedTotal) in flight, of \(Self.groups * Self.setsPerGroup)
             """)
         #expect(acknowledgedTotal >= Self.groups, "too few calls before the kill to tell anything")
