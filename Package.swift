@@ -18,7 +18,8 @@
 //        \  |     |                                                        |
 //         AuthCore (pure rules: no I/O, no clock of its own) --------------+
 //
-//   Systemd (sd-event loop, sd-bus, sd_notify, journal) -> CSystemdShim -> CSystemd (pkg-config libsystemd);
+//   Systemd (sd-event loop, sd-bus, sd_notify, journal) -> CSystemdShim (loads libsystemd at first use) -> CSystemd
+//   (its headers);
 //   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h); AuthDaemon knows no NIO threads: AuthDaemonCommand
 //   makes them (NIOPosix: Swift concurrency's event loop through CConcurrencyHook, the runtime's global-executor
 //   hook; the store's thread pool) and injects them; AuthDaemonCommand, AuthCtlCommands -> CProcessControl
@@ -51,9 +52,9 @@ let package = Package(
     targets: [
         // MARK: libsystemd
 
+        // The headers only: CSystemdShim loads the library when the daemon first calls it (libsystemd.c).
         .systemLibrary(
             name: "CSystemd",
-            pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
         .target(

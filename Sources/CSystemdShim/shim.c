@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "libsystemd.h"
+
 sd_bus_vtable *exauthd_bus_vtable_new(const exauthd_bus_signal *signals, size_t count) {
     return exauthd_bus_vtable_new_with_methods(NULL, 0, signals, count);
 }
@@ -14,7 +16,15 @@ sd_bus_vtable *exauthd_bus_vtable_new_with_methods(
         return NULL;
     }
     size_t next = 0;
-    vtable[next++] = (sd_bus_vtable)SD_BUS_VTABLE_START(0);
+    // SD_BUS_VTABLE_START(0), with the library's format reference found at run time (libsystemd.c).
+    vtable[next++] = (sd_bus_vtable){
+        .type = _SD_BUS_VTABLE_START,
+        .flags = 0,
+        .x = {.start = {
+                  .element_size = sizeof(sd_bus_vtable),
+                  .features = _SD_BUS_VTABLE_PARAM_NAMES,
+                  .vtable_format_reference = exauthd_sd_bus_object_vtable_format(),
+              }}};
     for (size_t i = 0; i < method_count; i++) {
         // SD_BUS_METHOD_WITH_NAMES concatenates literal names; these come at run time, already joined.
         vtable[next++] = (sd_bus_vtable){
