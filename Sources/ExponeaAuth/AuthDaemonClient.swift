@@ -290,7 +290,7 @@ public final class AuthDaemonClient: Sendable {
 
     /// What the daemon says about itself (`org.varlink.service.GetInfo`).
     nonisolated(nonsending) public func info() async throws(AuthClientError) -> DaemonInfo {
-        try await call("GetInfo", EmptyPayload(), interface: "org.varlink.service")
+        try Self.read(try await exchange(Self.encodeGroupCall("org.varlink.service.GetInfo", group: nil)))
     }
 
     // MARK: Events
@@ -346,7 +346,7 @@ public final class AuthDaemonClient: Sendable {
     private func ping() throws(AuthClientError) {
         let connection = try VarlinkConnection.connect(to: socketPath, trusting: trusted, timeout: callTimeout)
         defer { connection.close() }
-        let _: DaemonInfo = try Self.decode(
+        let _: DaemonInfo = try Self.read(
             try connection.callBlocking(Self.encodeGroupCall("org.varlink.service.GetInfo", group: nil)))
     }
 

@@ -4,7 +4,7 @@ import ExponeaAuth
 import Foundation
 import Testing
 
-/// The replies of GetToken, Preflight and CountGroups, which the library reads by hand (not through
+/// The replies of GetToken, Preflight, GetInfo and CountGroups, which the library reads by hand (not through
 /// `Decodable`), are read as leniently as the others: what a newer daemon may add or spell otherwise is
 /// accepted, and a reply that cannot be read names the member that is wrong. A server on a real Unix socket
 /// answers each call with the reply a test gives it.
@@ -66,6 +66,10 @@ struct ReplyReaderTests {
             """,
             "Preflight": #"{"parameters":{"state":"expiredSoon","reason":"notYetKnown","generation":3,"token":null}}"#,
             "CountGroups": #"{"parameters":{"groups":10000,"withToken":9999,"pending":1}}"#,
+            "GetInfo": """
+            {"parameters":{"vendor":"Bloomreach","product":"exponea-authd","version":"1.2.0","url":"https://x",
+            "interfaces":["org.varlink.service","com.exponea.Auth"],"future":{}}}
+            """,
         ])
         let client = server.client
 
@@ -85,6 +89,13 @@ struct ReplyReaderTests {
 
         let counts = try await client.countGroups()
         #expect(counts.groups == 10_000 && counts.withToken == 9_999)
+
+        let info = try await client.info()
+        #expect(
+            info
+                == DaemonInfo(
+                    vendor: "Bloomreach", product: "exponea-authd", version: "1.2.0", url: "https://x",
+                    interfaces: ["org.varlink.service", "com.exponea.Auth"]))
     }
 
     @Test func aTokenlessReplyHasNoClaims() async throws {
@@ -124,6 +135,17 @@ struct ReplyReaderTests {
             _ = try await server.client.preflight(group: "shop")
         } throws: { error in
             (error as? AuthClientError)?.message.contains("(member 'state')") == true
+        }
+    }
+
+    @Test func anInfoWhoseInterfacesAreNotAllStringsNamesInterfaces() async throws {
+        let server = try ScriptedServer(replies: [
+            "GetInfo": #"{"parameters":{"vendor":"v","product":"p","version":"1","url":"u","interfaces":["a",1]}}"#
+        ])
+        await #expect {
+            _ = try await server.client.info()
+        } throws: { error in
+            (error as? AuthClientError)?.message.contains("(member 'interfaces')") == true
         }
     }
 

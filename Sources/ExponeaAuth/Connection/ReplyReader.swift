@@ -3,7 +3,7 @@ import AuthCore
 import AuthProtocol
 
 /// A reply the library reads by hand from its parsed parameters, without `Decodable`: the replies of the calls
-/// on every request's path (GetToken, Preflight) and of `authctl status` (CountGroups).
+/// on every request's path (GetToken, Preflight) and of `authctl status` (GetInfo, CountGroups).
 ///
 /// Through `ParameterDecoder`'s generic path these replies cost most of a call's CPU on the client side (its
 /// containers, its coding paths, the runtime's protocol-conformance lookups on a process's first call); read
@@ -64,6 +64,18 @@ struct ReplyMembers {
         return number
     }
 
+    /// An array of strings.
+    func stringArray(_ name: String) throws(Invalid) -> [String] {
+        guard case .array(let elements)? = value(name) else { throw invalid(name) }
+        var strings: [String] = []
+        strings.reserveCapacity(elements.count)
+        for element in elements {
+            guard case .string(let string) = element else { throw invalid(name) }
+            strings.append(string)
+        }
+        return strings
+    }
+
     /// An object of strings.
     func stringMap(_ name: String) throws(Invalid) -> [String: String] {
         guard let map = value(name)?.stringMap else { throw invalid(name) }
@@ -112,5 +124,14 @@ extension PreflightResult: ReplyReadable {
 extension CountGroupsResult: ReplyReadable {
     init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
         self.init(groups: try reply.integer("groups"), withToken: try reply.integer("withToken"))
+    }
+}
+
+extension DaemonInfo: ReplyReadable {
+    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
+        self.init(
+            vendor: try reply.string("vendor"), product: try reply.string("product"),
+            version: try reply.string("version"), url: try reply.string("url"),
+            interfaces: try reply.stringArray("interfaces"))
     }
 }
