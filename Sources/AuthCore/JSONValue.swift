@@ -260,9 +260,19 @@ private struct JSONParser {
     mutating func parseString() throws(JSONSyntaxError) -> String {
         index += 1  // "
         let start = index
-        // The run up to a quote, a backslash or a control character, in a loop with one bounds check a byte (a
-        // token is most of a reply's bytes).
+        // The run up to a quote, a backslash or a control character (a token is most of a reply's bytes): eight
+        // bytes at a time while none of them is one, then a byte at a time.
         var high: UInt8 = 0
+        if let base = bytes.baseAddress {
+            var highBits: UInt64 = 0
+            while index &+ 8 <= bytes.count {
+                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                if Self.stopsARun(word) { break }
+                highBits |= word
+                index &+= 8
+            }
+            if highBits & Self.highBits != 0 { high = 0x80 }
+        }
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
@@ -297,6 +307,21 @@ private struct JSONParser {
                 index += 1
             }
         }
+    }
+
+    private static let highBits: UInt64 = 0x8080_8080_8080_8080
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+
+    /// Whether one of the eight bytes of `word` is a quote, a backslash or a control character (below 0x20). Each
+    /// test is the bit trick for "a byte of w is 0" (or "below n"), `(w - n·0x01…) & ~w & 0x80…`, which can be
+    /// wrong about which byte it is but never about whether there is one.
+    @inline(__always)
+    private static func stopsARun(_ word: UInt64) -> Bool {
+        let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        let found =
+            ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
+        return found & highBits != 0
     }
 
     /// The string of `run`, which must be valid UTF-8. (Decoding, then comparing, is faster here than the

@@ -91,6 +91,37 @@ struct JSONValueTests {
         #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: [0x22, 0x5C, 0x6E, 0xFF, 0x22]) }
     }
 
+    /// Strings are scanned eight bytes at a time: a quote, an escape, a control character, a non-ASCII character
+    /// or an invalid byte is found at every position of a long string, in every alignment.
+    @Test func findsWhatEndsOrBreaksARunAtEveryPosition() throws {
+        let plain = Array(repeating: UInt8(ascii: "a"), count: 40)
+        for prefix in 0..<4 {
+            for position in 0..<plain.count {
+                func document(_ inserted: [UInt8]) -> [UInt8] {
+                    var string = plain
+                    string.replaceSubrange(position..<position + 1, with: inserted)
+                    return Array(repeating: UInt8(ascii: " "), count: prefix) + [0x22] + string + [0x22]
+                }
+                func expected(_ inserted: String) -> JSONValue {
+                    .string(
+                        String(repeating: "a", count: position) + inserted
+                            + String(repeating: "a", count: plain.count - position - 1))
+                }
+                #expect(try JSONValue(parsing: document(Array(#"\""#.utf8))) == expected("\""))
+                #expect(try JSONValue(parsing: document(Array(#"\\"#.utf8))) == expected("\\"))
+                #expect(try JSONValue(parsing: document(Array(#"\n"#.utf8))) == expected("\n"))
+                #expect(try JSONValue(parsing: document(Array(#"\u0041"#.utf8))) == expected("A"))
+                #expect(try JSONValue(parsing: document(Array("é€😀".utf8))) == expected("é€😀"))
+                #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: document([0x1F])) }
+                #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: document([0xFF])) }
+                #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: document([0xC3, 0x28])) }
+                #expect(throws: JSONSyntaxError.self) {
+                    try JSONValue(parsing: Array(document([UInt8(ascii: "a")]).prefix(prefix + 1 + position)))
+                }
+            }
+        }
+    }
+
     @Test func boundsTheNesting() throws {
         let deepest =
             String(repeating: "[", count: JSONValue.maximumDepth)
