@@ -2,6 +2,10 @@
 import AuthProtocol
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One accepted connection, told apart from every other the server accepts while the process runs: what a
 /// handler keys state by that lives as long as the connection (a refresh claim), so that
 /// ``VarlinkCallHandler/connectionClosed(_:)`` can end it.
@@ -68,7 +72,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
     private let interfaces: [String: (description: String, handler: any VarlinkCallHandler)]
     /// Each interface's handler after its name and a dot, for ``answerImmediately(_:from:)``: matching the
     /// method's bytes against these costs less than making its interface a string and hashing it.
-    private let prefixes: [(prefix: String, handler: any VarlinkCallHandler)]
+    private let prefixes: [(prefix: [UInt8], handler: any VarlinkCallHandler)]
 
     /// - Parameter interfaces: Each served interface's name, description and handler.
     public init(
@@ -81,7 +85,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         var served: [String: (String, any VarlinkCallHandler)] = [:]
         for interface in interfaces { served[interface.name] = (interface.description, interface.handler) }
         self.interfaces = served
-        self.prefixes = interfaces.map { ($0.name + ".", $0.handler) }
+        self.prefixes = interfaces.map { (Array(($0.name + ".").utf8), $0.handler) }
         self.info = VarlinkService.Info(
             vendor: vendor,
             product: product,
@@ -122,13 +126,20 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
 
     public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
         guard !call.upgrade else { return nil }
-        // The interface whose name is all of the method's up to its last dot, as `call.interface` says.
-        let method = call.method.utf8
-        for (prefix, handler) in prefixes where method.starts(with: prefix.utf8) {
-            guard !method.dropFirst(prefix.utf8.count).contains(UInt8(ascii: ".")) else { continue }
-            return handler.answerImmediately(call, from: peer)
+        // The interface whose name is all of the method's up to its last dot, as `call.interface` says: compared
+        // with memcmp and memchr over the bytes (the generic `starts(with:)` and `contains` over a String's
+        // UTF8View took 1,500 instructions, 7% of the daemon's per GetToken).
+        var method = call.method
+        let handler = method.withUTF8 { method -> (any VarlinkCallHandler)? in
+            guard let base = method.baseAddress else { return nil }
+            for (prefix, handler) in prefixes where method.count >= prefix.count {
+                let rest = (start: base + prefix.count, count: method.count - prefix.count)
+                let matches = prefix.withUnsafeBytes { memcmp(base, $0.baseAddress!, $0.count) == 0 }
+                if matches && memchr(rest.start, Int32(UInt8(ascii: ".")), rest.count) == nil { return handler }
+            }
+            return nil
         }
-        return nil
+        return handler?.answerImmediately(call, from: peer)
     }
 
     private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkReplies) throws {
