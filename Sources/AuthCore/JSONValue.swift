@@ -65,7 +65,9 @@ package enum JSONValue: Sendable, Equatable {
         let parsed = JSONParser.parseWhole(bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange) {
             parser throws(JSONSyntaxError) in
             if parser.current == UInt8(ascii: "{") {
-                try parser.parseMembers(depth: 1, member)
+                try parser.parseMembers(depth: 1) { name, parser throws(JSONSyntaxError) in
+                    member(name, try parser.parseValue(depth: 1))
+                }
             } else {
                 isObject = false
                 _ = try parser.parseValue(depth: 0)
@@ -73,6 +75,20 @@ package enum JSONValue: Sendable, Equatable {
         }
         try parsed.get()
         return isObject
+    }
+
+    /// Parses one JSON document and hands a reader of it to `read`, which takes the value whole or, for an
+    /// object, member by member (``JSONValueReader``): for a caller that builds its own value from a few known
+    /// members (a reply the client reads), without a dictionary for each object. What `read` does not take is
+    /// parsed and dropped; only whitespace may follow the document.
+    ///
+    /// - Throws: ``JSONSyntaxError`` as ``init(parsing:keepingNumbersOutOfRange:)`` throws it.
+    package static func read(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> Void
+    ) throws(JSONSyntaxError) {
+        try JSONParser.parseWhole(bytes, keepingNumbersOutOfRange: false) { parser throws(JSONSyntaxError) in
+            try JSONValueReader.reading(&parser, depth: 0, read)
+        }.get()
     }
 
     /// The member `name` of an object; nil for a missing member or a value that is not an object.
@@ -126,6 +142,50 @@ package struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConverti
     package var problem: String
 
     package var description: String { "not valid JSON at byte \(offset): \(problem)" }
+}
+
+/// One value of a document being parsed (``JSONValue/read(_:_:)``): taken whole with ``value()``, or, when it is an
+/// object, member by member with ``members(_:)``, each member's value a reader in turn. Only one of the two may
+/// be called, once.
+package struct JSONValueReader {
+    fileprivate var parser: JSONParser
+    fileprivate let depth: Int
+    fileprivate var taken = false
+
+    /// Whether the value is an object.
+    package var isObject: Bool { parser.current == UInt8(ascii: "{") }
+
+    /// The value, parsed whole.
+    package mutating func value() throws(JSONSyntaxError) -> JSONValue {
+        precondition(!taken, "a JSON value is read once")
+        taken = true
+        return try parser.parseValue(depth: depth)
+    }
+
+    /// The object's members in order, each name handed to `member` with a reader of its value (a value `member`
+    /// does not read is parsed and dropped). A member named twice is handed over twice.
+    ///
+    /// - Throws: ``JSONSyntaxError``, also when the value is not an object.
+    package mutating func members(
+        _ member: (String, inout JSONValueReader) throws(JSONSyntaxError) -> Void
+    ) throws(JSONSyntaxError) {
+        precondition(!taken, "a JSON value is read once")
+        taken = true
+        guard isObject else { throw parser.error("expected an object") }
+        try parser.parseMembers(depth: depth + 1) { name, parser throws(JSONSyntaxError) in
+            try Self.reading(&parser, depth: depth + 1) { value throws(JSONSyntaxError) in try member(name, &value) }
+        }
+    }
+
+    /// Runs `read` on a reader of the value at the parser, then parses what it left.
+    fileprivate static func reading(
+        _ parser: inout JSONParser, depth: Int, _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> Void
+    ) throws(JSONSyntaxError) {
+        var reader = JSONValueReader(parser: parser, depth: depth)
+        try read(&reader)
+        if !reader.taken { _ = try reader.parser.parseValue(depth: depth) }
+        parser = reader.parser
+    }
 }
 
 /// The recursive-descent parser behind ``JSONValue``, over a buffer the caller keeps alive.
@@ -196,7 +256,8 @@ private struct JSONParser {
 
     mutating func parseObject(depth: Int) throws(JSONSyntaxError) -> JSONValue {
         var members: [String: JSONValue] = [:]
-        try parseMembers(depth: depth) { name, value in
+        try parseMembers(depth: depth) { name, parser throws(JSONSyntaxError) in
+            let value = try parser.parseValue(depth: depth)
             // Room for six at the first member: grown one member at a time, the dictionary was allocated again and
             // every member hashed again at the second, third and fourth (a GetToken reply's objects have one to
             // four; 11% of the client's instructions per call). An empty object allocates nothing.
@@ -206,8 +267,11 @@ private struct JSONParser {
         return .object(members)
     }
 
-    /// An object from its opening brace, each member handed to `member` in order.
-    mutating func parseMembers(depth: Int, _ member: (String, JSONValue) -> Void) throws(JSONSyntaxError) {
+    /// An object from its opening brace, each member's name handed to `member` in order with the parser at its
+    /// value, which `member` must parse (at `depth`).
+    mutating func parseMembers(
+        depth: Int, _ member: (String, inout JSONParser) throws(JSONSyntaxError) -> Void
+    ) throws(JSONSyntaxError) {
         guard depth <= JSONValue.maximumDepth else { throw error("nested deeper than \(JSONValue.maximumDepth)") }
         index += 1  // {
         skipWhitespace()
@@ -222,7 +286,7 @@ private struct JSONParser {
             guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            member(name, try parseValue(depth: depth))
+            try member(name, &self)
             skipWhitespace()
             switch current {
             case UInt8(ascii: ",")?:

@@ -532,7 +532,7 @@ public final class AuthDaemonClient: Sendable {
 
     /// Reads one of the hot replies by hand (``ReplyReadable``), as leniently as ``decode(_:)`` reads it.
     static func read<Result: ReplyReadable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
-        let parameters = try replyParameters(reply)
+        let parameters = try readParameters(reply)
         do throws(ReplyMembers.Invalid) {
             return try Result(reading: ReplyMembers(parameters))
         } catch {
@@ -550,6 +550,38 @@ public final class AuthDaemonClient: Sendable {
     /// A reply's parameters (`{}` when it has none), parsed with the project's own parser (`JSONValue`).
     ///
     /// - Throws: The error the reply names, or ``AuthClientError/Code/protocolError`` when it is not a reply.
+    /// The members of a reply's parameters, read from its bytes without a dictionary; an error reply, or one
+    /// that is not as expected, is read again by ``replyParameters(_:)``, which throws what it says.
+    private static func readParameters(_ reply: [UInt8]) throws(AuthClientError) -> [(name: String, value: ReplyValue)]
+    {
+        var parameters: [(name: String, value: ReplyValue)] = []
+        var regular = true
+        let parsed = reply.withUnsafeBufferPointer { bytes in
+            (try? JSONValue.read(bytes) { document throws(JSONSyntaxError) in
+                guard document.isObject else {
+                    regular = false
+                    return
+                }
+                try document.members { name, value throws(JSONSyntaxError) in
+                    switch name {
+                    case "error": regular = false
+                    case "parameters":
+                        switch try ReplyValue.reading(&value) {
+                        case .object(let members): parameters = members
+                        case .value(.null): parameters = []
+                        case .value: regular = false
+                        }
+                    default: break
+                    }
+                }
+            }) != nil
+        }
+        guard parsed, regular else {
+            return try replyParameters(reply).map { (name: $0.key, value: ReplyValue($0.value)) }
+        }
+        return parameters
+    }
+
     private static func replyParameters(_ reply: [UInt8]) throws(AuthClientError) -> [String: JSONValue] {
         guard let value = try? JSONValue(parsing: reply), case .object(let members) = value else {
             throw AuthClientError(.protocolError, "The daemon's reply is not a JSON object")

@@ -15,29 +15,62 @@ protocol ReplyReadable {
     init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid)
 }
 
-/// The members of a reply's `parameters` object (or of an object inside it), read by name.
+/// A value of a reply read from its bytes (``ReplyMembers/reading(_:)``): an object as its members in order (no
+/// dictionary, so no hashing of member names), anything else as its `JSONValue`.
+indirect enum ReplyValue {
+    case object([(name: String, value: ReplyValue)])
+    case value(JSONValue)
+
+    /// The same value from an already parsed one.
+    init(_ value: JSONValue) {
+        if case .object(let members) = value {
+            self = .object(members.map { (name: $0.key, value: ReplyValue($0.value)) })
+        } else {
+            self = .value(value)
+        }
+    }
+
+    /// Reads the value at `reader`, objects member by member.
+    static func reading(_ reader: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyValue {
+        guard reader.isObject else { return .value(try reader.value()) }
+        var members: [(name: String, value: ReplyValue)] = []
+        try reader.members { name, value throws(JSONSyntaxError) in
+            members.append((name, try reading(&value)))
+        }
+        return .object(members)
+    }
+}
+
+/// The members of a reply's `parameters` object (or of an object inside it), read by name. A member named twice
+/// counts with its last value.
 struct ReplyMembers {
     /// A member that is missing or of the wrong type; `member` is the top-level one it is in.
     struct Invalid: Error {
         let member: String
     }
 
-    private let members: [String: JSONValue]
+    private let members: [(name: String, value: ReplyValue)]
     /// The top-level member these members are inside; nil for the parameters themselves.
     private let topLevel: String?
 
-    init(_ members: [String: JSONValue], inside topLevel: String? = nil) {
+    init(_ members: [(name: String, value: ReplyValue)], inside topLevel: String? = nil) {
         self.members = members
         self.topLevel = topLevel
     }
 
     private func invalid(_ name: String) -> Invalid { Invalid(member: topLevel ?? name) }
 
-    /// The member's value; nil when it is missing or null.
-    private func value(_ name: String) -> JSONValue? {
-        switch members[name] {
-        case nil, .null?: nil
-        case let value?: value
+    /// The member, if present (the last one of that name).
+    private func member(_ name: String) -> ReplyValue? {
+        members.last { $0.name == name }?.value
+    }
+
+    /// The member's value when it is not an object; nil when it is missing or null.
+    private func value(_ name: String) throws(Invalid) -> JSONValue? {
+        switch member(name) {
+        case nil, .value(.null)?: nil
+        case .value(let value)?: value
+        case .object?: throw invalid(name)
         }
     }
 
@@ -47,26 +80,26 @@ struct ReplyMembers {
     }
 
     func optionalString(_ name: String) throws(Invalid) -> String? {
-        guard let value = value(name) else { return nil }
+        guard let value = try value(name) else { return nil }
         guard case .string(let string) = value else { throw invalid(name) }
         return string
     }
 
     func integer<T: FixedWidthInteger>(_ name: String, as type: T.Type = T.self) throws(Invalid) -> T {
-        guard let value = value(name), let integer = ParameterDecoder.integer(value, as: type) else {
+        guard let value = try value(name), let integer = ParameterDecoder.integer(value, as: type) else {
             throw invalid(name)
         }
         return integer
     }
 
     func double(_ name: String) throws(Invalid) -> Double {
-        guard let number = value(name)?.double else { throw invalid(name) }
+        guard let number = try value(name)?.double else { throw invalid(name) }
         return number
     }
 
     /// An array of strings.
     func stringArray(_ name: String) throws(Invalid) -> [String] {
-        guard case .array(let elements)? = value(name) else { throw invalid(name) }
+        guard case .array(let elements)? = try value(name) else { throw invalid(name) }
         var strings: [String] = []
         strings.reserveCapacity(elements.count)
         for element in elements {
@@ -78,15 +111,23 @@ struct ReplyMembers {
 
     /// An object of strings.
     func stringMap(_ name: String) throws(Invalid) -> [String: String] {
-        guard let map = value(name)?.stringMap else { throw invalid(name) }
+        guard case .object(let members)? = member(name) else { throw invalid(name) }
+        var map: [String: String] = [:]
+        map.reserveCapacity(members.count)
+        for (key, value) in members {
+            guard case .value(.string(let string)) = value else { throw invalid(name) }
+            map[key] = string
+        }
         return map
     }
 
     /// An object, whose members' errors name this member (or the top-level one this is in).
     func optionalObject(_ name: String) throws(Invalid) -> ReplyMembers? {
-        guard let value = value(name) else { return nil }
-        guard case .object(let members) = value else { throw invalid(name) }
-        return ReplyMembers(members, inside: topLevel ?? name)
+        switch member(name) {
+        case nil, .value(.null)?: nil
+        case .object(let members)?: ReplyMembers(members, inside: topLevel ?? name)
+        case .value?: throw invalid(name)
+        }
     }
 }
 
