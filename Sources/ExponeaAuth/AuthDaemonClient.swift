@@ -496,22 +496,32 @@ public final class AuthDaemonClient: Sendable {
 
     /// Appends `string` as a JSON string (RFC 8259 escapes).
     private static func appendString(_ string: String, to json: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
         json.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                json.append(UInt8(ascii: "\\"))
-                json.append(byte)
-            case ..<0x20:
-                json.append(contentsOf: #"\u00"#.utf8)
-                json.append(hex[Int(byte >> 4)])
-                json.append(hex[Int(byte & 0xF)])
-            default:
-                json.append(byte)
+        var string = string
+        string.withUTF8 { bytes in
+            // The runs that need no escape are copied whole.
+            var run = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
+                json.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+                run = index + 1
+                if byte >= 0x20 {
+                    json.append(UInt8(ascii: "\\"))
+                    json.append(byte)
+                } else {
+                    json.append(contentsOf: #"\u00"#.utf8)
+                    json.append(hexDigit(byte >> 4))
+                    json.append(hexDigit(byte & 0xF))
+                }
             }
+            json.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
         }
         json.append(UInt8(ascii: "\""))
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
     /// Reads a reply with the project's own parser (`JSONValue`) and the daemon's parameter decoder, leniently

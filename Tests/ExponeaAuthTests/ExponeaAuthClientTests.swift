@@ -67,6 +67,19 @@ struct ExponeaAuthClientTests {
         }
     }
 
+    /// A group name with what JSON must escape reaches the daemon whole: it answers that the name is not a
+    /// group's, not that the call is not JSON.
+    @Test(arguments: ["a\"b", "a\\b", "a\u{1}b", "a\nb", "é\"\\\u{1F}"])
+    func aGroupNameIsEscapedInTheCall(group: String) async throws {
+        let daemon = try DaemonUnderTest()
+        let client = AuthDaemonClient(socketPath: daemon.socketPath)
+        await #expect {
+            _ = try await client.getToken(group: group)
+        } throws: { error in
+            (error as? AuthClientError)?.code == .invalidGroupName
+        }
+    }
+
     @Test func projectModeIgnoresStreamTokens() async throws {
         let daemon = try DaemonUnderTest()
         let auth = daemon.client(
