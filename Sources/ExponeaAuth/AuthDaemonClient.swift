@@ -562,9 +562,8 @@ public final class AuthDaemonClient: Sendable {
     /// - Throws: The error the reply names, or ``AuthClientError/Code/protocolError`` when it is not a reply.
     /// The members of a reply's parameters, read from its bytes without a dictionary; an error reply, or one
     /// that is not as expected, is read again by ``replyParameters(_:)``, which throws what it says.
-    private static func readParameters(_ reply: [UInt8]) throws(AuthClientError) -> [(name: String, value: ReplyValue)]
-    {
-        var parameters: [(name: String, value: ReplyValue)] = []
+    private static func readParameters(_ reply: [UInt8]) throws(AuthClientError) -> [ReplyMember] {
+        var parameters: [ReplyMember] = []
         var regular = true
         let parsed = reply.withUnsafeBufferPointer { bytes in
             (try? JSONValue.read(bytes) { document throws(JSONSyntaxError) in
@@ -587,7 +586,7 @@ public final class AuthDaemonClient: Sendable {
             }) != nil
         }
         guard parsed, regular else {
-            return try replyParameters(reply).map { (name: $0.key, value: ReplyValue($0.value)) }
+            return try replyParameters(reply).map { ReplyMember(name: $0.key, value: ReplyValue($0.value)) }
         }
         return parameters
     }

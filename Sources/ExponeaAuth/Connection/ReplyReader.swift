@@ -18,13 +18,13 @@ protocol ReplyReadable {
 /// A value of a reply read from its bytes (``ReplyMembers/reading(_:)``): an object as its members in order (no
 /// dictionary, so no hashing of member names), anything else as its `JSONValue`.
 indirect enum ReplyValue {
-    case object([(name: String, value: ReplyValue)])
+    case object([ReplyMember])
     case value(JSONValue)
 
     /// The same value from an already parsed one.
     init(_ value: JSONValue) {
         if case .object(let members) = value {
-            self = .object(members.map { (name: $0.key, value: ReplyValue($0.value)) })
+            self = .object(members.map { ReplyMember(name: $0.key, value: ReplyValue($0.value)) })
         } else {
             self = .value(value)
         }
@@ -33,12 +33,21 @@ indirect enum ReplyValue {
     /// Reads the value at `reader`, objects member by member.
     static func reading(_ reader: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyValue {
         guard reader.isObject else { return .value(try reader.value()) }
-        var members: [(name: String, value: ReplyValue)] = []
+        var members: [ReplyMember] = []
         try reader.members { name, value throws(JSONSyntaxError) in
-            members.append((name, try reading(&value)))
+            // Room for four at the first member: the objects of a reply have one to four.
+            if members.isEmpty { members.reserveCapacity(4) }
+            members.append(ReplyMember(name: name, value: try reading(&value)))
         }
         return .object(members)
     }
+}
+
+/// One member of an object of a reply. (A struct, not a tuple: the compiler makes its copy and destroy, where a
+/// tuple's go through the runtime's generic tuple functions.)
+struct ReplyMember {
+    let name: String
+    let value: ReplyValue
 }
 
 /// The members of a reply's `parameters` object (or of an object inside it), read by name. A member named twice
@@ -49,11 +58,11 @@ struct ReplyMembers {
         let member: String
     }
 
-    private let members: [(name: String, value: ReplyValue)]
+    private let members: [ReplyMember]
     /// The top-level member these members are inside; nil for the parameters themselves.
     private let topLevel: String?
 
-    init(_ members: [(name: String, value: ReplyValue)], inside topLevel: String? = nil) {
+    init(_ members: [ReplyMember], inside topLevel: String? = nil) {
         self.members = members
         self.topLevel = topLevel
     }
@@ -114,9 +123,9 @@ struct ReplyMembers {
         guard case .object(let members)? = member(name) else { throw invalid(name) }
         var map: [String: String] = [:]
         map.reserveCapacity(members.count)
-        for (key, value) in members {
-            guard case .value(.string(let string)) = value else { throw invalid(name) }
-            map[key] = string
+        for member in members {
+            guard case .value(.string(let string)) = member.value else { throw invalid(name) }
+            map[member.name] = string
         }
         return map
     }
