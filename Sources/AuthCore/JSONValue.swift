@@ -471,20 +471,24 @@ private struct JSONParser {
         default:
             throw error("expected a digit")
         }
+        var integer = true
         if current == UInt8(ascii: ".") {
+            integer = false
             index += 1
             guard isDigit(current) else { throw error("expected a digit after '.'") }
             skipDigits()
         }
         if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+            integer = false
             index += 1
             if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
             guard isDigit(current) else { throw error("expected a digit in the exponent") }
             skipDigits()
         }
         let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        // As Foundation's parser does, refuse a number no Double can hold (1e400); a tiny one reads as zero.
-        guard keepingNumbersOutOfRange || Double(literal)?.isFinite == true else {
+        // As Foundation's parser does, refuse a number no Double can hold (1e400); a tiny one reads as zero. An
+        // integer of fewer than 300 digits always fits (and is not given to strtod to find out).
+        guard keepingNumbersOutOfRange || (integer && index - start < 300) || Double(literal)?.isFinite == true else {
             index = start
             throw error("number out of range")
         }

@@ -122,6 +122,16 @@ struct JSONValueTests {
         }
     }
 
+    /// An integer literal is in range without strtod up to 299 digits; longer ones are checked as before.
+    @Test func anIntegerBeyondEveryDoubleIsRefusedAndALongOneThatFitsIsRead() throws {
+        let fits = "9" + String(repeating: "0", count: 298)
+        #expect(try parse(fits) == .number(fits))
+        #expect(try parse(fits).double == Double(fits))
+        #expect(throws: JSONSyntaxError.self) { try parse("1" + String(repeating: "0", count: 309)) }
+        #expect(throws: JSONSyntaxError.self) { try parse("-2" + String(repeating: "0", count: 320)) }
+        #expect(try parse("1" + String(repeating: "0", count: 307)).double == 1e307)
+    }
+
     @Test func boundsTheNesting() throws {
         let deepest =
             String(repeating: "[", count: JSONValue.maximumDepth)
