@@ -18,13 +18,16 @@ public struct AppGroup: Hashable, Comparable, Sendable, CustomStringConvertible 
     ///
     /// - Throws: ``AppGroupNameError`` saying what is wrong with the name.
     public init(_ name: String) throws(AppGroupNameError) {
-        let bytes = Array(name.utf8)
-        guard !bytes.isEmpty else { throw .empty }
-        guard bytes.count <= Self.maximumLength else { throw .tooLong(length: bytes.count) }
-        guard bytes[0] != UInt8(ascii: ".") else { throw .leadingDot }
-        if let index = bytes.firstIndex(where: { !Self.isAllowed($0) }) {
-            throw .invalidByte(bytes[index], offset: index)
+        // Over the string's own bytes: this runs for every call that names a group (no array copied).
+        var name = name
+        let problem = name.withUTF8 { bytes -> AppGroupNameError? in
+            guard !bytes.isEmpty else { return .empty }
+            guard bytes.count <= Self.maximumLength else { return .tooLong(length: bytes.count) }
+            guard bytes[0] != UInt8(ascii: ".") else { return .leadingDot }
+            guard let index = bytes.firstIndex(where: { !Self.isAllowed($0) }) else { return nil }
+            return .invalidByte(bytes[index], offset: index)
         }
+        if let problem { throw problem }
         self.name = name
     }
 
