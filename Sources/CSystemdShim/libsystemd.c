@@ -96,7 +96,8 @@ static const unsigned *vtable_format;
 static pthread_once_t loaded = PTHREAD_ONCE_INIT;
 
 static void fail(const char *what) {
-    fprintf(stderr, "exponea-authd: cannot load libsystemd.so.0: %s (install libsystemd0, systemd 248 or later)\n", what);
+    fprintf(stderr, "exponea-authd: cannot load libsystemd.so.0: %s (install libsystemd0, systemd 248 or later)\n",
+        what);
     exit(EXIT_FAILURE);
 }
 
@@ -127,7 +128,9 @@ int sd_bus_add_filter(sd_bus *bus, sd_bus_slot **slot, sd_bus_message_handler_t 
     return library()->sd_bus_add_filter(bus, slot, callback, userdata);
 }
 
-int sd_bus_add_object_vtable(sd_bus *bus, sd_bus_slot **slot, const char *path, const char *interface, const sd_bus_vtable *vtable, void *userdata) {
+int sd_bus_add_object_vtable(
+    sd_bus *bus, sd_bus_slot **slot, const char *path, const char *interface, const sd_bus_vtable *vtable,
+    void *userdata) {
     return library()->sd_bus_add_object_vtable(bus, slot, path, interface, vtable, userdata);
 }
 
@@ -211,7 +214,8 @@ int sd_bus_message_new_method_return(sd_bus_message *call, sd_bus_message **m) {
     return library()->sd_bus_message_new_method_return(call, m);
 }
 
-int sd_bus_message_new_signal(sd_bus *bus, sd_bus_message **m, const char *path, const char *interface, const char *member) {
+int sd_bus_message_new_signal(
+    sd_bus *bus, sd_bus_message **m, const char *path, const char *interface, const char *member) {
     return library()->sd_bus_message_new_signal(bus, m, path, interface, member);
 }
 
@@ -256,7 +260,9 @@ int sd_bus_request_name(sd_bus *bus, const char *name, uint64_t flags) {
     return library()->sd_bus_request_name(bus, name, flags);
 }
 
-int sd_bus_request_name_async(sd_bus *bus, sd_bus_slot **ret_slot, const char *name, uint64_t flags, sd_bus_message_handler_t callback, void *userdata) {
+int sd_bus_request_name_async(
+    sd_bus *bus, sd_bus_slot **ret_slot, const char *name, uint64_t flags, sd_bus_message_handler_t callback,
+    void *userdata) {
     return library()->sd_bus_request_name_async(bus, ret_slot, name, flags, callback, userdata);
 }
 
@@ -300,7 +306,8 @@ int sd_bus_wait(sd_bus *bus, uint64_t timeout_usec) {
     return library()->sd_bus_wait(bus, timeout_usec);
 }
 
-int sd_event_add_io(sd_event *e, sd_event_source **s, int fd, uint32_t events, sd_event_io_handler_t callback, void *userdata) {
+int sd_event_add_io(
+    sd_event *e, sd_event_source **s, int fd, uint32_t events, sd_event_io_handler_t callback, void *userdata) {
     return library()->sd_event_add_io(e, s, fd, events, callback, userdata);
 }
 
@@ -308,7 +315,9 @@ int sd_event_add_signal(sd_event *e, sd_event_source **s, int sig, sd_event_sign
     return library()->sd_event_add_signal(e, s, sig, callback, userdata);
 }
 
-int sd_event_add_time_relative(sd_event *e, sd_event_source **s, clockid_t clock, uint64_t usec, uint64_t accuracy, sd_event_time_handler_t callback, void *userdata) {
+int sd_event_add_time_relative(
+    sd_event *e, sd_event_source **s, clockid_t clock, uint64_t usec, uint64_t accuracy,
+    sd_event_time_handler_t callback, void *userdata) {
     return library()->sd_event_add_time_relative(e, s, clock, usec, accuracy, callback, userdata);
 }
 
