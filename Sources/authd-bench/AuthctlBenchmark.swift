@@ -22,9 +22,7 @@ struct AuthctlBenchmark {
     init(_ settings: BenchSettings) { self.settings = settings }
 
     func run(_ report: Report) throws {
-        let authctl = try settings.scratch.folder("authctl-link") + "/authctl"
-        try FileManager.default.createSymbolicLink(
-            atPath: authctl, withDestinationPath: URL(fileURLWithPath: settings.daemon).resolvingSymlinksInPath().path)
+        let authctl = try settings.authctlLink(in: "authctl-link")
         let busctl = "/usr/bin/busctl"
         guard FileManager.default.isExecutableFile(atPath: busctl) else {
             progress("  skipped: no \(busctl) to measure beside")

@@ -112,6 +112,15 @@ struct BenchSettings {
     func newDaemon(_ name: String, onDisk: Bool = false) throws -> DaemonProcess {
         try DaemonProcess(executable: daemon, directory: scratch.folder(name, onDisk: onDisk))
     }
+
+    /// authctl as a device runs it: a link named `authctl` to the daemon's binary (the one binary installed),
+    /// in the fresh scratch folder `folder`, not the development product `authctl` that may lie beside it.
+    func authctlLink(in folder: String) throws -> String {
+        let authctl = try scratch.folder(folder) + "/authctl"
+        try FileManager.default.createSymbolicLink(
+            atPath: authctl, withDestinationPath: URL(fileURLWithPath: daemon).resolvingSymlinksInPath().path)
+        return authctl
+    }
 }
 
 /// The run's scratch folders, removed at the end.

@@ -18,10 +18,8 @@ struct RefreshAgentBenchmark {
     static let appCount = 1_000
 
     func run(_ report: Report) throws {
-        let authctl = (settings.daemon as NSString).deletingLastPathComponent + "/authctl"
-        guard FileManager.default.isExecutableFile(atPath: authctl) else {
-            throw BenchError.daemon("authctl is not built next to the daemon (\(authctl))")
-        }
+        // As a device runs it (a full release run builds no authctl product beside the daemon).
+        let authctl = try settings.authctlLink(in: "agents-authctl")
         let daemon = try settings.newDaemon("agents")
         try daemon.start()
         defer { daemon.stop() }
