@@ -557,9 +557,6 @@ public final class AuthDaemonClient: Sendable {
                 + (member.map { " (member '\($0)')" } ?? "") + "; is the daemon of another version?")
     }
 
-    /// A reply's parameters (`{}` when it has none), parsed with the project's own parser (`JSONValue`).
-    ///
-    /// - Throws: The error the reply names, or ``AuthClientError/Code/protocolError`` when it is not a reply.
     /// The members of a reply's parameters, read from its bytes without a dictionary; an error reply, or one
     /// that is not as expected, is read again by ``replyParameters(_:)``, which throws what it says.
     private static func readParameters(_ reply: [UInt8]) throws(AuthClientError) -> [ReplyMember] {
@@ -591,6 +588,9 @@ public final class AuthDaemonClient: Sendable {
         return parameters
     }
 
+    /// A reply's parameters (`{}` when it has none), parsed with the project's own parser (`JSONValue`).
+    ///
+    /// - Throws: The error the reply names, or ``AuthClientError/Code/protocolError`` when it is not a reply.
     private static func replyParameters(_ reply: [UInt8]) throws(AuthClientError) -> [String: JSONValue] {
         guard let value = try? JSONValue(parsing: reply), case .object(let members) = value else {
             throw AuthClientError(.protocolError, "The daemon's reply is not a JSON object")

@@ -15,7 +15,7 @@ protocol ReplyReadable {
     init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid)
 }
 
-/// A value of a reply read from its bytes (``ReplyMembers/reading(_:)``): an object as its members in order (no
+/// A value of a reply read from its bytes (``reading(_:)``): an object as its members in order (no
 /// dictionary, so no hashing of member names), anything else as its `JSONValue`.
 indirect enum ReplyValue {
     case object([ReplyMember])
