@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// A JSON value (RFC 8259), parsed strictly from UTF-8 bytes in one pass.
 ///
 /// The daemon reads small JSON documents on its hot paths: a token's header and payload (two per token, on every
@@ -59,7 +65,7 @@ package enum JSONValue: Sendable, Equatable {
     /// - Throws: ``JSONSyntaxError`` as ``init(parsing:keepingNumbersOutOfRange:)`` throws it.
     package static func parseMembers(
         of bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool = false,
-        _ member: (String, JSONValue) -> Void
+        _ member: (JSONMemberName, JSONValue) -> Void
     ) throws(JSONSyntaxError) -> Bool {
         var isObject = true
         let parsed = JSONParser.parseWhole(bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange) {
@@ -150,6 +156,43 @@ package struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConverti
     package var description: String { "not valid JSON at byte \(offset): \(problem)" }
 }
 
+/// A member's name as the parser hands it over: compared with a literal (`case "method":`) without making a
+/// `String` of it, which is most of what reading a known member of a small object costs.
+///
+/// It may point into the bytes being parsed, so it is valid only inside the closure it is handed to; keep
+/// ``string`` instead.
+package struct JSONMemberName {
+    /// The name's bytes when it is ASCII and has no escape (most names); otherwise nil and `unescaped` holds it.
+    private let bytes: UnsafeBufferPointer<UInt8>?
+    private let unescaped: String
+
+    fileprivate init(bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+        self.unescaped = ""
+    }
+
+    fileprivate init(string: String) {
+        self.bytes = nil
+        self.unescaped = string
+    }
+
+    /// The name as a string.
+    package var string: String {
+        guard let bytes else { return unescaped }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether the name is `literal`.
+    package static func ~= (literal: StaticString, name: JSONMemberName) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        guard let bytes = name.bytes else {
+            return name.unescaped.utf8.elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: count))
+        }
+        guard bytes.count == count else { return false }
+        return count == 0 || memcmp(bytes.baseAddress!, literal.utf8Start, count) == 0
+    }
+}
+
 /// One value of a document being parsed (``JSONValue/read(_:_:)``): taken whole with ``value()``, or, when it is an
 /// object, member by member with ``members(_:)``, each member's value a reader in turn. Only one of the two may
 /// be called, once.
@@ -173,7 +216,7 @@ package struct JSONValueReader {
     ///
     /// - Throws: ``JSONSyntaxError``, also when the value is not an object.
     package mutating func members(
-        _ member: (String, inout JSONValueReader) throws(JSONSyntaxError) -> Void
+        _ member: (JSONMemberName, inout JSONValueReader) throws(JSONSyntaxError) -> Void
     ) throws(JSONSyntaxError) {
         precondition(!taken, "a JSON value is read once")
         taken = true
@@ -268,7 +311,7 @@ private struct JSONParser {
             // every member hashed again at the second, third and fourth (a GetToken reply's objects have one to
             // four; 11% of the client's instructions per call). An empty object allocates nothing.
             if members.isEmpty { members = Dictionary(minimumCapacity: 6) }
-            members[name] = value
+            members[name.string] = value
         }
         return .object(members)
     }
@@ -276,7 +319,7 @@ private struct JSONParser {
     /// An object from its opening brace, each member's name handed to `member` in order with the parser at its
     /// value, which `member` must parse (at `depth`).
     mutating func parseMembers(
-        depth: Int, _ member: (String, inout JSONParser) throws(JSONSyntaxError) -> Void
+        depth: Int, _ member: (JSONMemberName, inout JSONParser) throws(JSONSyntaxError) -> Void
     ) throws(JSONSyntaxError) {
         guard depth <= JSONValue.maximumDepth else { throw error("nested deeper than \(JSONValue.maximumDepth)") }
         index += 1  // {
@@ -287,7 +330,7 @@ private struct JSONParser {
         }
         while true {
             guard current == UInt8(ascii: "\"") else { throw error("expected a member name") }
-            let name = try parseString()
+            let name = try parseName()
             skipWhitespace()
             guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
@@ -332,30 +375,25 @@ private struct JSONParser {
         }
     }
 
+    /// A member's name from its opening quote: its bytes in the buffer when it is ASCII without escapes (no
+    /// String is made for a name that is only compared), else its string.
+    mutating func parseName() throws(JSONSyntaxError) -> JSONMemberName {
+        let quote = index
+        index += 1
+        let start = index
+        if scanRun(), current == UInt8(ascii: "\"") {
+            index += 1
+            return JSONMemberName(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index - 1]))
+        }
+        index = quote
+        return JSONMemberName(string: try parseString())
+    }
+
     /// A string from its opening quote; the fast path copies a run without escapes in one go.
     mutating func parseString() throws(JSONSyntaxError) -> String {
         index += 1  // "
         let start = index
-        // The run up to a quote, a backslash or a control character (a token is most of a reply's bytes): eight
-        // bytes at a time while none of them is one, then a byte at a time.
-        var high: UInt8 = 0
-        if let base = bytes.baseAddress {
-            var highBits: UInt64 = 0
-            while index &+ 8 <= bytes.count {
-                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
-                if Self.stopsARun(word) { break }
-                highBits |= word
-                index &+= 8
-            }
-            if highBits & Self.highBits != 0 { high = 0x80 }
-        }
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
-            high |= byte
-            index += 1
-        }
-        let ascii = high < 0x80
+        let ascii = scanRun()
         guard let stop = current else { throw error("unterminated string") }
         guard stop >= 0x20 else { throw error("control character in a string") }
         if stop == UInt8(ascii: "\"") {
@@ -383,6 +421,29 @@ private struct JSONParser {
                 index += 1
             }
         }
+    }
+
+    /// Moves past the run up to a quote, a backslash or a control character (a token is most of a reply's bytes):
+    /// eight bytes at a time while none of them is one, then a byte at a time. Returns whether the run is ASCII.
+    private mutating func scanRun() -> Bool {
+        var high: UInt8 = 0
+        if let base = bytes.baseAddress {
+            var highBits: UInt64 = 0
+            while index &+ 8 <= bytes.count {
+                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                if Self.stopsARun(word) { break }
+                highBits |= word
+                index &+= 8
+            }
+            if highBits & Self.highBits != 0 { high = 0x80 }
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            high |= byte
+            index += 1
+        }
+        return high < 0x80
     }
 
     private static let highBits: UInt64 = 0x8080_8080_8080_8080

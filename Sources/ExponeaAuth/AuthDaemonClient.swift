@@ -540,28 +540,14 @@ public final class AuthDaemonClient: Sendable {
         }
     }
 
-    /// Reads one of the hot replies by hand (``ReplyReadable``), as leniently as ``decode(_:)`` reads it.
+    /// Reads one of the hot replies by hand (``ReplyReadable``), as leniently as ``decode(_:)`` reads it: member by
+    /// member as it is parsed. An error reply, or one that is not as expected, is read again by
+    /// ``replyParameters(_:)``, which throws what it says.
     static func read<Result: ReplyReadable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
-        let parameters = try readParameters(reply)
-        do throws(ReplyMembers.Invalid) {
-            return try Result(reading: ReplyMembers(parameters))
-        } catch {
-            throw unreadable(member: error.member)
-        }
-    }
-
-    private static func unreadable(member: String?) -> AuthClientError {
-        AuthClientError(
-            .protocolError,
-            "The daemon's reply could not be read"
-                + (member.map { " (member '\($0)')" } ?? "") + "; is the daemon of another version?")
-    }
-
-    /// The members of a reply's parameters, read from its bytes without a dictionary; an error reply, or one
-    /// that is not as expected, is read again by ``replyParameters(_:)``, which throws what it says.
-    private static func readParameters(_ reply: [UInt8]) throws(AuthClientError) -> [ReplyMember] {
-        var parameters: [ReplyMember] = []
+        // The last `parameters` member decides, as in a dictionary: nil while it is missing or null.
+        var parameters: Swift.Result<Result, ReplyInvalid>?
         var regular = true
+        var parametersAreAnObject = true
         let parsed = reply.withUnsafeBufferPointer { bytes in
             (try? JSONValue.read(bytes) { document throws(JSONSyntaxError) in
                 guard document.isObject else {
@@ -570,22 +556,44 @@ public final class AuthDaemonClient: Sendable {
                 }
                 try document.members { name, value throws(JSONSyntaxError) in
                     switch name {
-                    case "error": regular = false
+                    case "error": if case .string = try value.value() { regular = false }
+                    case "parameters" where value.isObject:
+                        parameters = try Result.reading(&value)
+                        parametersAreAnObject = true
                     case "parameters":
-                        switch try ReplyValue.reading(&value) {
-                        case .object(let members): parameters = members
-                        case .value(.null): parameters = []
-                        case .value: regular = false
-                        }
+                        parameters = nil
+                        parametersAreAnObject = try value.value() == .null
                     default: break
                     }
                 }
             }) != nil
         }
-        guard parsed, regular else {
-            return try replyParameters(reply).map { ReplyMember(name: $0.key, value: ReplyValue($0.value)) }
+        guard parsed, regular, parametersAreAnObject else {
+            _ = try replyParameters(reply)
+            throw unreadable(member: nil)  // not reached: replyParameters throws for each of these
         }
-        return parameters
+        do throws(ReplyInvalid) {
+            return try (parameters ?? Self.readEmpty()).get()
+        } catch {
+            throw unreadable(member: error.member)
+        }
+    }
+
+    /// A reply whose parameters are missing or null, read as `{}`.
+    private static func readEmpty<Result: ReplyReadable>() -> Swift.Result<Result, ReplyInvalid> {
+        var result = Swift.Result<Result, ReplyInvalid>.failure(ReplyInvalid(member: "parameters"))
+        let empty: StaticString = "{}"
+        try? JSONValue.read(UnsafeBufferPointer(start: empty.utf8Start, count: empty.utf8CodeUnitCount)) {
+            object throws(JSONSyntaxError) in result = try Result.reading(&object)
+        }
+        return result
+    }
+
+    private static func unreadable(member: String?) -> AuthClientError {
+        AuthClientError(
+            .protocolError,
+            "The daemon's reply could not be read"
+                + (member.map { " (member '\($0)')" } ?? "") + "; is the daemon of another version?")
     }
 
     /// A reply's parameters (`{}` when it has none), parsed with the project's own parser (`JSONValue`).

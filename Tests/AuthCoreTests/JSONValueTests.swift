@@ -46,11 +46,44 @@ struct JSONValueTests {
     func parseMembersHandsOverWhatTheDictionaryHolds(_ text: String) throws {
         var handed: [(String, JSONValue)] = []
         let isObject = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
-            try JSONValue.parseMembers(of: bytes) { handed.append(($0, $1)) }
+            try JSONValue.parseMembers(of: bytes) { handed.append(($0.string, $1)) }
         }
         #expect(isObject)
         let last = Dictionary(handed, uniquingKeysWith: { _, last in last })
         #expect(JSONValue.object(last) == (try parse(text)))
+    }
+
+    /// A member's name matches a literal whether it is written plainly, with escapes, or in UTF-8 beyond ASCII,
+    /// and only that literal.
+    @Test(arguments: [
+        (#"{"group":1}"#, "group"), (#"{"gr\u006fup":1}"#, "group"), (#"{"gr\"oup":1}"#, #"gr"oup"#),
+        (#"{"":1}"#, ""), (#"{"grüße":1}"#, "grüße"),
+    ])
+    func aMemberNameMatchesItsLiteral(_ text: String, _ name: String) throws {
+        var names: [String] = []
+        var matched: [Bool] = []
+        _ = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
+            try JSONValue.parseMembers(of: bytes) { member, _ in
+                names.append(member.string)
+                matched.append(Self.matches(member, name))
+                if case "grou" = member { Issue.record("a prefix matched") }
+                if case "groupe" = member { Issue.record("a longer literal matched") }
+            }
+        }
+        #expect(names == [name])
+        #expect(matched == [true])
+    }
+
+    /// The literals of `aMemberNameMatchesItsLiteral`, as patterns (a pattern is a literal, not a variable).
+    private static func matches(_ member: JSONMemberName, _ name: String) -> Bool {
+        switch name {
+        case "group": if case "group" = member { return true }
+        case #"gr"oup"#: if case #"gr"oup"# = member { return true }
+        case "": if case "" = member { return true }
+        case "grüße": if case "grüße" = member { return true }
+        default: break
+        }
+        return false
     }
 
     @Test(arguments: ["[1]", "1", #""a""#, "null"])

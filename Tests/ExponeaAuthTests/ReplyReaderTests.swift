@@ -129,6 +129,35 @@ struct ReplyReaderTests {
         }
     }
 
+    /// A member named twice counts with its last value, as in a dictionary, even when the first was of the
+    /// wrong type; so does `parameters`, and an `error` that is not a string is no error reply.
+    @Test(arguments: [
+        #"{"parameters":{"generation":"x","generation":2}}"#,
+        #"{"parameters":{"generation":2,"claims":[],"claims":null}}"#,
+        #"{"parameters":5,"parameters":{"generation":2}}"#,
+        #"{"error":5,"parameters":{"generation":2}}"#,
+    ])
+    func theLastOfTwoSameNamedMembersCounts(reply: String) async throws {
+        let server = try ScriptedServer(replies: ["GetToken": reply])
+        let token = try await server.client.getToken(group: "shop")
+        #expect(token.generation == 2 && token.claims == nil && token.token == nil)
+    }
+
+    @Test(arguments: [
+        (#"{"parameters":{"generation":2,"generation":"x"}}"#, "generation"),
+        (#"{"parameters":{"generation":2},"parameters":null}"#, "generation"),
+        (#"{"parameters":{"generation":2},"parameters":5}"#, ""),
+    ])
+    func aLastMemberOfTheWrongTypeIsRefused(reply: String, member: String) async throws {
+        let server = try ScriptedServer(replies: ["GetToken": reply])
+        await #expect {
+            _ = try await server.client.getToken(group: "shop")
+        } throws: { error in
+            let error = error as? AuthClientError
+            return error?.code == .protocolError && (member.isEmpty || error?.message.contains("'\(member)'") == true)
+        }
+    }
+
     @Test func aPreflightStateThisVersionDoesNotKnowNamesState() async throws {
         let server = try ScriptedServer(replies: ["Preflight": #"{"parameters":{"state":"odd","generation":1}}"#])
         await #expect {

@@ -2,186 +2,234 @@
 import AuthCore
 import AuthProtocol
 
-/// A reply the library reads by hand from its parsed parameters, without `Decodable`: the replies of the calls
-/// on every request's path (GetToken, Preflight) and of `authctl status` (GetInfo, CountGroups).
+/// A reply the library reads by hand, member by member as its bytes are parsed, without `Decodable` and without a
+/// tree of the reply in between: the replies of the calls on every request's path (GetToken, Preflight) and of
+/// `authctl status` (GetInfo, CountGroups).
 ///
 /// Through `ParameterDecoder`'s generic path these replies cost most of a call's CPU on the client side (its
 /// containers, its coding paths, the runtime's protocol-conformance lookups on a process's first call); read
 /// here they cost about what the parse does. They are read as leniently as the generic path reads them
 /// (`AuthDaemonClient.decode`): a member the library does not know is ignored (a newer daemon may add one), a
-/// missing or null optional member is nil, an integer may be written as `5.0`, and an error names the
-/// top-level member it is about. `ReplyReaderTests` checks that both paths read the same replies alike.
+/// missing or null optional member is nil, an integer may be written as `5.0`, a member named twice counts with
+/// its last value, and an error names the top-level member it is about. `ReplyReaderTests` checks these.
 protocol ReplyReadable {
-    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid)
+    /// Reads the reply's `parameters` object, member by member.
+    ///
+    /// - Throws: ``JSONSyntaxError`` as the parse does; a member that is missing or of the wrong type is not an
+    ///   error here but in the result (``ReplyField``), so that a later member of the same name can replace it.
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid>
 }
 
-/// A value of a reply read from its bytes (``reading(_:)``): an object as its members in order (no
-/// dictionary, so no hashing of member names), anything else as its `JSONValue`.
-indirect enum ReplyValue {
-    case object([ReplyMember])
-    case value(JSONValue)
-
-    /// The same value from an already parsed one.
-    init(_ value: JSONValue) {
-        if case .object(let members) = value {
-            self = .object(members.map { ReplyMember(name: $0.key, value: ReplyValue($0.value)) })
-        } else {
-            self = .value(value)
-        }
-    }
-
-    /// Reads the value at `reader`, objects member by member.
-    static func reading(_ reader: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyValue {
-        guard reader.isObject else { return .value(try reader.value()) }
-        var members: [ReplyMember] = []
-        try reader.members { name, value throws(JSONSyntaxError) in
-            // Room for four at the first member: the objects of a reply have one to four.
-            if members.isEmpty { members.reserveCapacity(4) }
-            members.append(ReplyMember(name: name, value: try reading(&value)))
-        }
-        return .object(members)
-    }
+/// A member of a reply that is missing or of the wrong type; `member` is the top-level one it is in.
+struct ReplyInvalid: Error {
+    let member: String
 }
 
-/// One member of an object of a reply. (A struct, not a tuple: the compiler makes its copy and destroy, where a
-/// tuple's go through the runtime's generic tuple functions.)
-struct ReplyMember {
-    let name: String
-    let value: ReplyValue
-}
+/// What a reply gave one member so far: nothing, a value of the member's type, or something else. The last
+/// member of a name decides, as in a dictionary.
+enum ReplyField<Value> {
+    case missing
+    case read(Value)
+    case invalid
 
-/// The members of a reply's `parameters` object (or of an object inside it), read by name. A member named twice
-/// counts with its last value.
-struct ReplyMembers {
-    /// A member that is missing or of the wrong type; `member` is the top-level one it is in.
-    struct Invalid: Error {
-        let member: String
-    }
-
-    private let members: [ReplyMember]
-    /// The top-level member these members are inside; nil for the parameters themselves.
-    private let topLevel: String?
-
-    init(_ members: [ReplyMember], inside topLevel: String? = nil) {
-        self.members = members
-        self.topLevel = topLevel
-    }
-
-    private func invalid(_ name: String) -> Invalid { Invalid(member: topLevel ?? name) }
-
-    /// The member, if present (the last one of that name).
-    private func member(_ name: String) -> ReplyValue? {
-        members.last { $0.name == name }?.value
-    }
-
-    /// The member's value when it is not an object; nil when it is missing or null.
-    private func value(_ name: String) throws(Invalid) -> JSONValue? {
-        switch member(name) {
-        case nil, .value(.null)?: nil
-        case .value(let value)?: value
-        case .object?: throw invalid(name)
-        }
-    }
-
-    func string(_ name: String) throws(Invalid) -> String {
-        guard let value = try optionalString(name) else { throw invalid(name) }
+    /// The value; missing or invalid is an error naming `member`.
+    func required(_ member: String) throws(ReplyInvalid) -> Value {
+        guard case .read(let value) = self else { throw ReplyInvalid(member: member) }
         return value
     }
 
-    func optionalString(_ name: String) throws(Invalid) -> String? {
-        guard let value = try value(name) else { return nil }
-        guard case .string(let string) = value else { throw invalid(name) }
-        return string
-    }
-
-    func integer<T: FixedWidthInteger>(_ name: String, as type: T.Type = T.self) throws(Invalid) -> T {
-        guard let value = try value(name), let integer = ParameterDecoder.integer(value, as: type) else {
-            throw invalid(name)
+    /// The value of an optional member (`Value` is then an `Optional`); missing is nil, invalid an error naming
+    /// `member`.
+    func optional<Wrapped>(_ member: String) throws(ReplyInvalid) -> Wrapped? where Value == Wrapped? {
+        switch self {
+        case .missing: nil
+        case .read(let value): value
+        case .invalid: throw ReplyInvalid(member: member)
         }
-        return integer
+    }
+}
+
+/// Readers of one member's value, each giving a ``ReplyField``: null counts as missing for an optional member
+/// and as invalid for a required one, as the generic path counts it.
+extension JSONValueReader {
+    /// A string that may be missing or null.
+    mutating func optionalString() throws(JSONSyntaxError) -> ReplyField<String?> {
+        switch try value() {
+        case .null: .read(nil)
+        case .string(let string): .read(string)
+        default: .invalid
+        }
     }
 
-    func double(_ name: String) throws(Invalid) -> Double {
-        guard let number = try value(name)?.double else { throw invalid(name) }
-        return number
+    /// A string that must be there.
+    mutating func string() throws(JSONSyntaxError) -> ReplyField<String> {
+        guard case .string(let string) = try value() else { return .invalid }
+        return .read(string)
+    }
+
+    /// An integer (`5` or `5.0`) that fits `T`.
+    mutating func integer<T: FixedWidthInteger>(as type: T.Type) throws(JSONSyntaxError) -> ReplyField<T> {
+        guard let integer = ParameterDecoder.integer(try value(), as: type) else { return .invalid }
+        return .read(integer)
+    }
+
+    /// A number, as the nearest `Double`.
+    mutating func double() throws(JSONSyntaxError) -> ReplyField<Double> {
+        guard let number = try value().double else { return .invalid }
+        return .read(number)
     }
 
     /// An array of strings.
-    func stringArray(_ name: String) throws(Invalid) -> [String] {
-        guard case .array(let elements)? = try value(name) else { throw invalid(name) }
+    mutating func stringArray() throws(JSONSyntaxError) -> ReplyField<[String]> {
+        guard case .array(let elements) = try value() else { return .invalid }
         var strings: [String] = []
         strings.reserveCapacity(elements.count)
         for element in elements {
-            guard case .string(let string) = element else { throw invalid(name) }
+            guard case .string(let string) = element else { return .invalid }
             strings.append(string)
         }
-        return strings
+        return .read(strings)
     }
 
-    /// An object of strings.
-    func stringMap(_ name: String) throws(Invalid) -> [String: String] {
-        guard case .object(let members)? = member(name) else { throw invalid(name) }
+    /// An object of strings, read member by member into the dictionary.
+    mutating func stringMap() throws(JSONSyntaxError) -> ReplyField<[String: String]> {
+        guard isObject else {
+            _ = try value()
+            return .invalid
+        }
         var map: [String: String] = [:]
-        map.reserveCapacity(members.count)
-        for member in members {
-            guard case .value(.string(let string)) = member.value else { throw invalid(name) }
-            map[member.name] = string
+        var valid = true
+        try members { name, value throws(JSONSyntaxError) in
+            guard case .read(let string) = try value.string() else {
+                valid = false
+                return
+            }
+            map[name.string] = string
         }
-        return map
+        return valid ? .read(map) : .invalid
     }
 
-    /// An object, whose members' errors name this member (or the top-level one this is in).
-    func optionalObject(_ name: String) throws(Invalid) -> ReplyMembers? {
-        switch member(name) {
-        case nil, .value(.null)?: nil
-        case .object(let members)?: ReplyMembers(members, inside: topLevel ?? name)
-        case .value?: throw invalid(name)
-        }
+    /// An object of the reply that may be missing or null, read by `read`.
+    mutating func optionalObject<Value>(
+        _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> Result<Value, ReplyInvalid>
+    ) throws(JSONSyntaxError) -> ReplyField<Value?> {
+        guard isObject else { return try value() == .null ? .read(nil) : .invalid }
+        guard case .success(let object) = try read(&self) else { return .invalid }
+        return .read(object)
     }
 }
 
 extension GetTokenResult: ReplyReadable {
-    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
-        self.init(
-            token: try reply.optionalString("token").map(CompactToken.init),
-            claims: try reply.optionalObject("claims").map { claims throws(ReplyMembers.Invalid) in
-                try ClaimsPayload(reading: claims)
-            },
-            generation: try reply.integer("generation"))
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+        var token = ReplyField<String?>.missing
+        var claims = ReplyField<ClaimsPayload?>.missing
+        var generation = ReplyField<UInt64>.missing
+        try parameters.members { name, value throws(JSONSyntaxError) in
+            switch name {
+            case "token": token = try value.optionalString()
+            case "claims": claims = try value.optionalObject(ClaimsPayload.reading)
+            case "generation": generation = try value.integer(as: UInt64.self)
+            default: break
+            }
+        }
+        return Result { () throws(ReplyInvalid) in
+            GetTokenResult(
+                token: try token.optional("token").map(CompactToken.init), claims: try claims.optional("claims"),
+                generation: try generation.required("generation"))
+        }
     }
 }
 
 extension ClaimsPayload {
-    init(reading claims: ReplyMembers) throws(ReplyMembers.Invalid) {
-        self.init(
-            expiresAt: try claims.double("expiresAt"), customerIds: try claims.stringMap("customerIds"),
-            algorithm: try claims.string("algorithm"), keyId: try claims.optionalString("keyId"))
+    /// The claims object; an error in it names nothing itself (the caller names `claims`).
+    static func reading(_ claims: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+        var expiresAt = ReplyField<Double>.missing
+        var customerIds = ReplyField<[String: String]>.missing
+        var algorithm = ReplyField<String>.missing
+        var keyId = ReplyField<String?>.missing
+        try claims.members { name, value throws(JSONSyntaxError) in
+            switch name {
+            case "expiresAt": expiresAt = try value.double()
+            case "customerIds": customerIds = try value.stringMap()
+            case "algorithm": algorithm = try value.string()
+            case "keyId": keyId = try value.optionalString()
+            default: break
+            }
+        }
+        return Result { () throws(ReplyInvalid) in
+            ClaimsPayload(
+                expiresAt: try expiresAt.required("claims"), customerIds: try customerIds.required("claims"),
+                algorithm: try algorithm.required("claims"), keyId: try keyId.optional("claims"))
+        }
     }
 }
 
 extension PreflightResult: ReplyReadable {
-    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
-        guard let state = TokenState(rawValue: try reply.string("state")) else {
-            throw ReplyMembers.Invalid(member: "state")
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+        var token = ReplyField<String?>.missing
+        var state = ReplyField<String>.missing
+        var reason = ReplyField<String?>.missing
+        var generation = ReplyField<UInt64>.missing
+        try parameters.members { name, value throws(JSONSyntaxError) in
+            switch name {
+            case "token": token = try value.optionalString()
+            case "state": state = try value.string()
+            case "reason": reason = try value.optionalString()
+            case "generation": generation = try value.integer(as: UInt64.self)
+            default: break
+            }
         }
-        self.init(
-            token: try reply.optionalString("token").map(CompactToken.init), state: state,
-            reason: try reply.optionalString("reason").map(JwtErrorReason.init(rawValue:)),
-            generation: try reply.integer("generation"))
+        return Result { () throws(ReplyInvalid) in
+            let token = try token.optional("token").map(CompactToken.init)
+            guard let state = TokenState(rawValue: try state.required("state")) else {
+                throw ReplyInvalid(member: "state")
+            }
+            return PreflightResult(
+                token: token, state: state, reason: try reason.optional("reason").map(JwtErrorReason.init(rawValue:)),
+                generation: try generation.required("generation"))
+        }
     }
 }
 
 extension CountGroupsResult: ReplyReadable {
-    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
-        self.init(groups: try reply.integer("groups"), withToken: try reply.integer("withToken"))
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+        var groups = ReplyField<Int>.missing
+        var withToken = ReplyField<Int>.missing
+        try parameters.members { name, value throws(JSONSyntaxError) in
+            switch name {
+            case "groups": groups = try value.integer(as: Int.self)
+            case "withToken": withToken = try value.integer(as: Int.self)
+            default: break
+            }
+        }
+        return Result { () throws(ReplyInvalid) in
+            CountGroupsResult(groups: try groups.required("groups"), withToken: try withToken.required("withToken"))
+        }
     }
 }
 
 extension DaemonInfo: ReplyReadable {
-    init(reading reply: ReplyMembers) throws(ReplyMembers.Invalid) {
-        self.init(
-            vendor: try reply.string("vendor"), product: try reply.string("product"),
-            version: try reply.string("version"), url: try reply.string("url"),
-            interfaces: try reply.stringArray("interfaces"))
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+        var vendor = ReplyField<String>.missing
+        var product = ReplyField<String>.missing
+        var version = ReplyField<String>.missing
+        var url = ReplyField<String>.missing
+        var interfaces = ReplyField<[String]>.missing
+        try parameters.members { name, value throws(JSONSyntaxError) in
+            switch name {
+            case "vendor": vendor = try value.string()
+            case "product": product = try value.string()
+            case "version": version = try value.string()
+            case "url": url = try value.string()
+            case "interfaces": interfaces = try value.stringArray()
+            default: break
+            }
+        }
+        return Result { () throws(ReplyInvalid) in
+            DaemonInfo(
+                vendor: try vendor.required("vendor"), product: try product.required("product"),
+                version: try version.required("version"), url: try url.required("url"),
+                interfaces: try interfaces.required("interfaces"))
+        }
     }
 }
