@@ -325,7 +325,7 @@ public final class AuthDaemonClient: Sendable {
         let replies = try connection.stream(message)
         var first = true
         while true {
-            let deadline = ContinuousClock.now + (first ? callTimeout : keepAliveInterval)
+            let deadline = Deadline.now.adding(first ? callTimeout : keepAliveInterval)
             if let reply = try replies.next(until: deadline) {
                 first = false
                 let result: SubscribeResult = try Self.decode(reply)
@@ -477,21 +477,26 @@ public final class AuthDaemonClient: Sendable {
         }
     }
 
-    /// `{"method":"…","parameters":{"group":"…"}}` (or `{}` without a group), with `"more":true` when asked.
+    /// `{"method":"…","parameters":{"group":"…"}}` (or `{}` without a group), with `"more":true` when asked. The
+    /// method is one of the library's own names, which need no escape.
     static func encodeGroupCall(_ method: String, group: String?, more: Bool = false) -> [UInt8] {
         var json: [UInt8] = []
         json.reserveCapacity(64 + method.utf8.count + (group?.utf8.count ?? 0))
-        json.append(contentsOf: #"{"method":"#.utf8)
-        appendString(method, to: &json)
-        json.append(contentsOf: #","parameters":{"#.utf8)
+        append(#"{"method":""#, to: &json)
+        var method = method
+        method.withUTF8 { json.append(contentsOf: $0) }
+        append(#"","parameters":{"#, to: &json)
         if let group {
-            json.append(contentsOf: #""group":"#.utf8)
+            append(#""group":"#, to: &json)
             appendString(group, to: &json)
         }
-        json.append(UInt8(ascii: "}"))
-        if more { json.append(contentsOf: #","more":true"#.utf8) }
-        json.append(UInt8(ascii: "}"))
+        append(more ? #"},"more":true}"# : "}}", to: &json)
         return json
+    }
+
+    /// Appends the bytes of `literal` (one copy; appending a `String`'s UTF8View goes a byte at a time).
+    private static func append(_ literal: StaticString, to json: inout [UInt8]) {
+        json.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
     /// Appends `string` as a JSON string (RFC 8259 escapes).
@@ -544,8 +549,11 @@ public final class AuthDaemonClient: Sendable {
     /// member as it is parsed. An error reply, or one that is not as expected, is read again by
     /// ``replyParameters(_:)``, which throws what it says.
     static func read<Result: ReplyReadable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
-        // The last `parameters` member decides, as in a dictionary: nil while it is missing or null.
-        var parameters: Swift.Result<Result, ReplyInvalid>?
+        // The last `parameters` member decides, as in a dictionary: read when it is an object, `{}` when it is
+        // missing or null. (Not an optional Result: the compiler destroys one through the runtime's generic
+        // witnesses, 600 instructions a call.)
+        var parameters = Swift.Result<Result, ReplyInvalid>.failure(ReplyInvalid(member: "parameters"))
+        var parametersRead = false
         var regular = true
         var parametersAreAnObject = true
         let parsed = reply.withUnsafeBufferPointer { bytes in
@@ -559,9 +567,9 @@ public final class AuthDaemonClient: Sendable {
                     case "error": if case .string = try value.value() { regular = false }
                     case "parameters" where value.isObject:
                         parameters = try Result.reading(&value)
-                        parametersAreAnObject = true
+                        (parametersRead, parametersAreAnObject) = (true, true)
                     case "parameters":
-                        parameters = nil
+                        parametersRead = false
                         parametersAreAnObject = try value.value() == .null
                     default: break
                     }
@@ -572,10 +580,10 @@ public final class AuthDaemonClient: Sendable {
             _ = try replyParameters(reply)
             throw unreadable(member: nil)  // not reached: replyParameters throws for each of these
         }
-        do throws(ReplyInvalid) {
-            return try (parameters ?? Self.readEmpty()).get()
-        } catch {
-            throw unreadable(member: error.member)
+        if !parametersRead { parameters = Self.readEmpty() }
+        switch parameters {
+        case .success(let result): return result
+        case .failure(let error): throw unreadable(member: error.member)
         }
     }
 

@@ -10,7 +10,7 @@ import Synchronization
 /// client has it, every wait bounded.
 ///
 /// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and waits for the reply with
-/// `poll` for up to ``inlineReplyWait``, which is all a call takes when the daemon answers at once: no thread
+/// `poll` for up to ``inlineReplyWaitMilliseconds``, which is all a call takes when the daemon answers at once: no thread
 /// switch. A reply that takes longer (a daemon that waits by design, `WaitForToken`, or one that is busy or
 /// stopped) is awaited on a thread of the call's own, with `poll`, until the call's deadline; the caller's thread
 /// is free meanwhile. Reads never block (`MSG_DONTWAIT`): only `poll` waits, with its bound.
@@ -49,7 +49,7 @@ final class VarlinkConnection: Sendable {
     /// How long a call waits for its reply on its caller's thread before it awaits the rest on a thread of its
     /// own: `poll`'s shortest bound, 25 times a GetToken round trip on an idle machine (40 µs), short enough that
     /// callers waiting at once on a loaded machine do not hold the threads of Swift's cooperative pool for long.
-    static let inlineReplyWait = Duration.milliseconds(1)
+    static let inlineReplyWaitMilliseconds: Int64 = 1
 
     private init(fd: Int32, path: String, timeout: Duration, serverPID: Int32) {
         self.fd = fd
@@ -159,13 +159,13 @@ final class VarlinkConnection: Sendable {
         try await acquire()
         var ok = false
         defer { relinquish(keepOpen: ok) }
-        let deadline = ContinuousClock.now + timeout + wait
+        let start = Deadline.now
         try send(message)
         if wait == .zero, let reply = try receiveInline() {
             ok = true
             return reply
         }
-        let reply = try await awaitOffPool(until: deadline, allowance: timeout + wait)
+        let reply = try await awaitOffPool(until: start.adding(timeout + wait), allowance: timeout + wait)
         ok = true
         return reply
     }
@@ -175,7 +175,7 @@ final class VarlinkConnection: Sendable {
         try acquireBlocking()
         var ok = false
         defer { relinquish(keepOpen: ok) }
-        let deadline = ContinuousClock.now + timeout
+        let deadline = Deadline.now.adding(timeout)
         try send(message)
         guard let reply = try receive(until: deadline) else {
             throw AuthClientError.timedOut(socket: path, after: timeout)
@@ -202,7 +202,7 @@ final class VarlinkConnection: Sendable {
         let connection: VarlinkConnection
 
         /// The next reply, or nil when none came by `deadline`.
-        func next(until deadline: ContinuousClock.Instant) throws(AuthClientError) -> [UInt8]? {
+        func next(until deadline: Deadline) throws(AuthClientError) -> [UInt8]? {
             try connection.receive(until: deadline)
         }
 
@@ -328,18 +328,17 @@ final class VarlinkConnection: Sendable {
 
     /// Waits on the caller's thread for up to ``inlineReplyWait``; nil when the reply has not come by then.
     private func receiveInline() throws(AuthClientError) -> [UInt8]? {
-        try receive(until: ContinuousClock.now + Self.inlineReplyWait)
+        try receive(until: Deadline.now.adding(milliseconds: Self.inlineReplyWaitMilliseconds))
     }
 
     /// Waits until a whole message is there or `deadline` passes (nil then).
-    fileprivate func receive(until deadline: ContinuousClock.Instant) throws(AuthClientError) -> [UInt8]? {
+    fileprivate func receive(until deadline: Deadline) throws(AuthClientError) -> [UInt8]? {
         while true {
             if let message = try nextMessage() { return message }
-            let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else { return nil }
-            let milliseconds = Int32(clamping: Int((remaining / .milliseconds(1)).rounded(.up)))
+            let milliseconds = deadline.millisecondsLeft
+            guard milliseconds > 0 else { return nil }
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, max(1, milliseconds))
+            let ready = poll(&descriptor, 1, milliseconds)
             if ready < 0 && errno != EINTR {
                 throw AuthClientError(.connectionLost, "Waiting for exponea-authd at \(path) failed")
             }
@@ -379,7 +378,7 @@ final class VarlinkConnection: Sendable {
 
     /// Awaits the reply on a thread of its own, so that a slow reply holds no thread of the caller's pool; a
     /// cancelled task ends the wait (and the connection).
-    private nonisolated(nonsending) func awaitOffPool(until deadline: ContinuousClock.Instant, allowance: Duration)
+    private nonisolated(nonsending) func awaitOffPool(until deadline: Deadline, allowance: Duration)
         async throws(AuthClientError) -> [UInt8]
     {
         let result = await withTaskCancellationHandler {
