@@ -22,7 +22,8 @@ struct Deadline {
     func adding(_ duration: Duration) -> Deadline {
         let (seconds, attoseconds) = duration.components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return adding(nanoseconds: overflow ? (seconds > 0 ? .max : .min) : whole.clampedSum(attoseconds / 1_000_000_000))
+        return adding(
+            nanoseconds: overflow ? (seconds > 0 ? .max : .min) : whole.clampedSum(attoseconds / 1_000_000_000))
     }
 
     /// The deadline `milliseconds` after this one.
