@@ -36,6 +36,15 @@ struct TimeoutTests {
         #expect(try await client.getToken(group: "shop").generation == 0)
     }
 
+    /// A timeout too long to count in nanoseconds (the library keeps its deadlines so) bounds nothing, and traps
+    /// nowhere.
+    @Test func aTimeoutTooLongToCountIsNoBound() async throws {
+        let daemon = try DaemonUnderTest()
+        let client = AuthDaemonClient(socketPath: daemon.socketPath, callTimeout: .seconds(Int64.max))
+        #expect(try await client.getToken(group: "shop").generation == 0)
+        #expect(try await client.getToken(group: "shop").generation == 0)
+    }
+
     @Test func aSubscriptionEndsWithTimedOutWhenTheDaemonStopsAnswering() async throws {
         let daemon = try DaemonUnderTest()
         let client = AuthDaemonClient(
