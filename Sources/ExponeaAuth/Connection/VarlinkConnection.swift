@@ -40,7 +40,10 @@ final class VarlinkConnection: Sendable {
         /// Closed, or to be closed when the call in flight ends.
         var closing = false
         var fdClosed = false
-        var waiting: [CheckedContinuation<Void, Never>] = []
+        /// The callers waiting for their turn (calls on a shared claim's connection), each resumed once: by the
+        /// call before it, or when the connection closes. (Unsafe, not checked, continuations: the checked kind's
+        /// type costs a process's first call a search of every protocol conformance in the binary.)
+        var waiting: [UnsafeContinuation<Void, Never>] = []
     }
 
     /// Replies can be long (ListGroups of many groups); the bound keeps a broken peer from filling memory.
@@ -211,20 +214,23 @@ final class VarlinkConnection: Sendable {
 
     /// Closes the connection; a call in flight ends at once with ``AuthClientError/Code/connectionLost``.
     func close() {
-        let closeNow = state.withLock { state -> Bool in
+        let (closeNow, woken) = state.withLock { state -> (Bool, [UnsafeContinuation<Void, Never>]) in
             state.closing = true
-            guard !state.fdClosed else { return false }
+            // Every caller waiting for its turn learns that the connection is closed.
+            defer { state.waiting = [] }
+            guard !state.fdClosed else { return (false, state.waiting) }
             guard !state.busy else {
                 // The call in flight holds the descriptor: wake it, and it closes the connection when it ends.
                 // Under the lock: once the call ends, the descriptor is closed and its number may be another
                 // connection's.
                 _ = shutdown(fd, Int32(SHUT_RDWR))
-                return false
+                return (false, state.waiting)
             }
             state.fdClosed = true
-            return true
+            return (true, state.waiting)
         }
         if closeNow { Glibc.close(fd) }
+        for caller in woken { caller.resume() }
     }
 
     /// Wakes the call in flight (its task was cancelled); nothing when none is.
@@ -250,7 +256,7 @@ final class VarlinkConnection: Sendable {
             case nil: throw Self.closed
             case true?: return
             case false?:
-                await withCheckedContinuation { continuation in
+                await withUnsafeContinuation { continuation in
                     let resumeNow = state.withLock { state -> Bool in
                         guard state.busy, !state.closing else { return true }
                         state.waiting.append(continuation)
@@ -272,7 +278,7 @@ final class VarlinkConnection: Sendable {
     }
 
     private func relinquish(keepOpen: Bool) {
-        let (closeNow, next) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+        let (closeNow, woken) = state.withLock { state -> (Bool, [UnsafeContinuation<Void, Never>]) in
             state.busy = false
             if !keepOpen { state.closing = true }
             var closeNow = false
@@ -280,10 +286,16 @@ final class VarlinkConnection: Sendable {
                 state.fdClosed = true
                 closeNow = true
             }
-            return (closeNow, state.waiting.isEmpty ? nil : state.waiting.removeFirst())
+            // The next caller takes its turn; once the connection is closing, every caller waiting learns so.
+            guard !state.waiting.isEmpty else { return (closeNow, []) }
+            guard !state.closing else {
+                defer { state.waiting = [] }
+                return (closeNow, state.waiting)
+            }
+            return (closeNow, [state.waiting.removeFirst()])
         }
         if closeNow { Glibc.close(fd) }
-        next?.resume()
+        for caller in woken { caller.resume() }
     }
 
     // MARK: Reading and writing (by the holder only)
