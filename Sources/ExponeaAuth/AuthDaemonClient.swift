@@ -550,9 +550,9 @@ public final class AuthDaemonClient: Sendable {
     /// ``replyParameters(_:)``, which throws what it says.
     static func read<Result: ReplyReadable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
         // The last `parameters` member decides, as in a dictionary: read when it is an object, `{}` when it is
-        // missing or null. (Not an optional Result: the compiler destroys one through the runtime's generic
+        // missing or null. (Not an optional: the compiler destroys one through the runtime's generic
         // witnesses, 600 instructions a call.)
-        var parameters = Swift.Result<Result, ReplyInvalid>.failure(ReplyInvalid(member: "parameters"))
+        var parameters = ReplyRead<Result>.invalid(member: "parameters")
         var parametersRead = false
         var regular = true
         var parametersAreAnObject = true
@@ -582,14 +582,14 @@ public final class AuthDaemonClient: Sendable {
         }
         if !parametersRead { parameters = Self.readEmpty() }
         switch parameters {
-        case .success(let result): return result
-        case .failure(let error): throw unreadable(member: error.member)
+        case .read(let result): return result
+        case .invalid(let member): throw unreadable(member: member)
         }
     }
 
     /// A reply whose parameters are missing or null, read as `{}`.
-    private static func readEmpty<Result: ReplyReadable>() -> Swift.Result<Result, ReplyInvalid> {
-        var result = Swift.Result<Result, ReplyInvalid>.failure(ReplyInvalid(member: "parameters"))
+    private static func readEmpty<Result: ReplyReadable>() -> ReplyRead<Result> {
+        var result = ReplyRead<Result>.invalid(member: "parameters")
         let empty: StaticString = "{}"
         try? JSONValue.read(UnsafeBufferPointer(start: empty.utf8Start, count: empty.utf8CodeUnitCount)) {
             object throws(JSONSyntaxError) in result = try Result.reading(&object)

@@ -17,12 +17,29 @@ protocol ReplyReadable {
     ///
     /// - Throws: ``JSONSyntaxError`` as the parse does; a member that is missing or of the wrong type is not an
     ///   error here but in the result (``ReplyField``), so that a later member of the same name can replace it.
-    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid>
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Self>
 }
 
 /// A member of a reply that is missing or of the wrong type; `member` is the top-level one it is in.
 struct ReplyInvalid: Error {
     let member: String
+}
+
+/// A reply (or an object in it) read whole, or the top-level member that made it unreadable. (Not a `Result`:
+/// making the type of a `Result` checks at run time that its error is an `Error`, which costs a process's first
+/// call a search of every protocol conformance in the binary.)
+enum ReplyRead<Value> {
+    case read(Value)
+    case invalid(member: String)
+
+    /// What `body` makes of the members read, or the member it found invalid.
+    init(_ body: () throws(ReplyInvalid) -> Value) {
+        do throws(ReplyInvalid) {
+            self = .read(try body())
+        } catch {
+            self = .invalid(member: error.member)
+        }
+    }
 }
 
 /// What a reply gave one member so far: nothing, a value of the member's type, or something else. The last
@@ -111,16 +128,16 @@ extension JSONValueReader {
 
     /// An object of the reply that may be missing or null, read by `read`.
     mutating func optionalObject<Value>(
-        _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> Result<Value, ReplyInvalid>
+        _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Value>
     ) throws(JSONSyntaxError) -> ReplyField<Value?> {
         guard isObject else { return try value() == .null ? .read(nil) : .invalid }
-        guard case .success(let object) = try read(&self) else { return .invalid }
+        guard case .read(let object) = try read(&self) else { return .invalid }
         return .read(object)
     }
 }
 
 extension GetTokenResult: ReplyReadable {
-    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Self> {
         var token = ReplyField<String?>.missing
         var claims = ReplyField<ClaimsPayload?>.missing
         var generation = ReplyField<UInt64>.missing
@@ -132,7 +149,7 @@ extension GetTokenResult: ReplyReadable {
             default: break
             }
         }
-        return Result { () throws(ReplyInvalid) in
+        return ReplyRead { () throws(ReplyInvalid) in
             GetTokenResult(
                 token: try token.optional("token").map(CompactToken.init), claims: try claims.optional("claims"),
                 generation: try generation.required("generation"))
@@ -142,7 +159,7 @@ extension GetTokenResult: ReplyReadable {
 
 extension ClaimsPayload {
     /// The claims object; an error in it names nothing itself (the caller names `claims`).
-    static func reading(_ claims: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+    static func reading(_ claims: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Self> {
         var expiresAt = ReplyField<Double>.missing
         var customerIds = ReplyField<[String: String]>.missing
         var algorithm = ReplyField<String>.missing
@@ -156,7 +173,7 @@ extension ClaimsPayload {
             default: break
             }
         }
-        return Result { () throws(ReplyInvalid) in
+        return ReplyRead { () throws(ReplyInvalid) in
             ClaimsPayload(
                 expiresAt: try expiresAt.required("claims"), customerIds: try customerIds.required("claims"),
                 algorithm: try algorithm.required("claims"), keyId: try keyId.optional("claims"))
@@ -165,7 +182,7 @@ extension ClaimsPayload {
 }
 
 extension PreflightResult: ReplyReadable {
-    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Self> {
         var token = ReplyField<String?>.missing
         var state = ReplyField<String>.missing
         var reason = ReplyField<String?>.missing
@@ -179,7 +196,7 @@ extension PreflightResult: ReplyReadable {
             default: break
             }
         }
-        return Result { () throws(ReplyInvalid) in
+        return ReplyRead { () throws(ReplyInvalid) in
             let token = try token.optional("token").map(CompactToken.init)
             guard let state = TokenState(rawValue: try state.required("state")) else {
                 throw ReplyInvalid(member: "state")
@@ -192,7 +209,7 @@ extension PreflightResult: ReplyReadable {
 }
 
 extension CountGroupsResult: ReplyReadable {
-    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Self> {
         var groups = ReplyField<Int>.missing
         var withToken = ReplyField<Int>.missing
         try parameters.members { name, value throws(JSONSyntaxError) in
@@ -202,14 +219,14 @@ extension CountGroupsResult: ReplyReadable {
             default: break
             }
         }
-        return Result { () throws(ReplyInvalid) in
+        return ReplyRead { () throws(ReplyInvalid) in
             CountGroupsResult(groups: try groups.required("groups"), withToken: try withToken.required("withToken"))
         }
     }
 }
 
 extension DaemonInfo: ReplyReadable {
-    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> Result<Self, ReplyInvalid> {
+    static func reading(_ parameters: inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Self> {
         var vendor = ReplyField<String>.missing
         var product = ReplyField<String>.missing
         var version = ReplyField<String>.missing
@@ -225,7 +242,7 @@ extension DaemonInfo: ReplyReadable {
             default: break
             }
         }
-        return Result { () throws(ReplyInvalid) in
+        return ReplyRead { () throws(ReplyInvalid) in
             DaemonInfo(
                 vendor: try vendor.required("vendor"), product: try product.required("product"),
                 version: try version.required("version"), url: try url.required("url"),
