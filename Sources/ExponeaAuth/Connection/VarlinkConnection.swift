@@ -9,11 +9,12 @@ import Synchronization
 /// One connection to the daemon's Varlink socket: a plain blocking Unix socket with one call at a time, as a C
 /// client has it, every wait bounded.
 ///
-/// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and waits for the reply with
-/// `poll` for up to ``inlineReplyWaitMilliseconds``, which is all a call takes when the daemon answers at once: no thread
-/// switch. A reply that takes longer (a daemon that waits by design, `WaitForToken`, or one that is busy or
-/// stopped) is awaited on a thread of the call's own, with `poll`, until the call's deadline; the caller's thread
-/// is free meanwhile. Reads never block (`MSG_DONTWAIT`): only `poll` waits, with its bound.
+/// A call runs on its caller's thread: it writes the call (bounded by `SO_SNDTIMEO`) and waits for the reply in
+/// `recv` for up to ``inlineReplyWaitMilliseconds`` (bounded by `SO_RCVTIMEO`), which is all a call takes when the
+/// daemon answers at once: no thread switch. A reply that takes longer (a daemon that waits by design,
+/// `WaitForToken`, or one that is busy or stopped) is awaited on a thread of the call's own, with `poll`, until
+/// the call's deadline; the caller's thread is free meanwhile. Every wait has its bound: the inline `recv` its
+/// socket option, `poll` its timeout; the other reads never block (`MSG_DONTWAIT`).
 ///
 /// Calls on one connection take turns (a call made while another is in flight waits for it). A connection whose
 /// call failed, timed out or was cancelled is closed: a late reply must never be taken for the next call's.
@@ -87,8 +88,10 @@ final class VarlinkConnection: Sendable {
         guard fd >= 0 else {
             throw AuthClientError(.daemonUnavailable, "Cannot make a socket: \(String(cString: strerror(errno)))")
         }
-        // SO_SNDTIMEO bounds connect (a full backlog) and every write.
+        // SO_SNDTIMEO bounds connect (a full backlog) and every write; SO_RCVTIMEO the wait for a reply on the
+        // caller's thread (``receiveInline()``).
         setTimeout(fd, SO_SNDTIMEO, timeout)
+        setTimeout(fd, SO_RCVTIMEO, .milliseconds(inlineReplyWaitMilliseconds))
         var result: Int32
         repeat {
             result = withUnsafePointer(to: &address) {
@@ -338,9 +341,15 @@ final class VarlinkConnection: Sendable {
         }
     }
 
-    /// Waits on the caller's thread for up to ``inlineReplyWait``; nil when the reply has not come by then.
+    /// Waits on the caller's thread for up to ``inlineReplyWaitMilliseconds``; nil when the reply has not come by
+    /// then. It waits in `recv` itself, which the socket's `SO_RCVTIMEO` (set to that wait at connect) bounds:
+    /// one system call fewer a call than `poll` and then `recv`.
     private func receiveInline() throws(AuthClientError) -> [UInt8]? {
-        try receive(until: Deadline.now.adding(milliseconds: Self.inlineReplyWaitMilliseconds))
+        let deadline = Deadline.now.adding(milliseconds: Self.inlineReplyWaitMilliseconds)
+        while true {
+            if let message = try nextMessage() { return message }
+            guard deadline.millisecondsLeft > 0, try readSome(waiting: true) else { return nil }
+        }
     }
 
     /// Waits until a whole message is there or `deadline` passes (nil then).
@@ -354,30 +363,31 @@ final class VarlinkConnection: Sendable {
             if ready < 0 && errno != EINTR {
                 throw AuthClientError(.connectionLost, "Waiting for exponea-authd at \(path) failed")
             }
-            if ready > 0 { try readSome() }
+            if ready > 0 { _ = try readSome(waiting: false) }
         }
     }
 
-    /// Reads what is there, without waiting.
-    private func readSome() throws(AuthClientError) {
-        let outcome: Result<Void, AuthClientError> = withUnsafeTemporaryAllocation(
+    /// Reads what is there; when `waiting`, waits for it up to the socket's `SO_RCVTIMEO`. Returns whether it
+    /// read anything.
+    private func readSome(waiting: Bool) throws(AuthClientError) -> Bool {
+        let outcome: Result<Bool, AuthClientError> = withUnsafeTemporaryAllocation(
             byteCount: 16 * 1024, alignment: 16
         ) { buffer in
             while true {
-                let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+                let count = recv(fd, buffer.baseAddress, buffer.count, waiting ? 0 : Int32(MSG_DONTWAIT))
                 if count > 0 {
                     received.withLock { $0.append(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
-                    return .success(())
+                    return .success(true)
                 }
                 if count < 0 && errno == EINTR { continue }
-                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .success(()) }
+                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .success(false) }
                 return .failure(
                     AuthClientError(
                         .connectionLost,
                         "The connection to exponea-authd at \(path) closed before the reply came"))
             }
         }
-        try outcome.get()
+        return try outcome.get()
     }
 
     private func nextMessage() throws(AuthClientError) -> [UInt8]? {
