@@ -181,7 +181,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The C client of the client rows' anchor, compiled by the benchmark at run time.
-            resources: [.embedInCode("Resources/c-client.c")]
+            resources: [.embedInCode("Resources/c-client.c"), .embedInCode("Resources/c-epoll-server.c")]
         ),
 
         // MARK: Fuzzing (Fuzz/README.md): a replay driver each here, libFuzzer targets built by scripts/fuzz

@@ -142,25 +142,31 @@ struct ClientBenchmark {
 
     /// Compiles the C client into `folder`; nil (with a message) when there is no C compiler.
     static func compileCClient(into folder: String) -> String? {
-        let source = folder + "/c-client.c"
-        let binary = folder + "/c-client"
-        guard FileManager.default.createFile(atPath: source, contents: Data(PackageResources.c_client_c)) else {
-            progress("  skipped: cannot write \(source)")
+        compileC("c-client", PackageResources.c_client_c, into: folder)
+    }
+
+    /// Compiles one of the benchmark's C anchors (`name`.c, from `source`) into `folder` with `cc -O2`; nil (with
+    /// a message) when there is no C compiler.
+    static func compileC(_ name: String, _ source: [UInt8], into folder: String) -> String? {
+        let file = folder + "/\(name).c"
+        let binary = folder + "/\(name)"
+        guard FileManager.default.createFile(atPath: file, contents: Data(source)) else {
+            progress("  skipped: cannot write \(file)")
             return nil
         }
         let compiler = Process()
         compiler.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        compiler.arguments = ["cc", "-O2", "-o", binary, source]
+        compiler.arguments = ["cc", "-O2", "-o", binary, file]
         compiler.standardError = FileHandle.nullDevice
         do {
             try compiler.run()
             compiler.waitUntilExit()
         } catch {
-            progress("  skipped: no C compiler (cc) to build the C client anchor: \(error)")
+            progress("  skipped: no C compiler (cc) to build the \(name) anchor: \(error)")
             return nil
         }
         guard compiler.terminationStatus == 0 else {
-            progress("  skipped: no C compiler (cc) to build the C client anchor ('cc -O2 \(source)' failed)")
+            progress("  skipped: no C compiler (cc) to build the \(name) anchor ('cc -O2 \(file)' failed)")
             return nil
         }
         return binary

@@ -41,9 +41,15 @@ struct FloorServer: ParsableCommand {
 
     /// Starts the floor server as a child process of this executable and waits until it listens.
     static func spawn(socket: String, replySize: Int) throws -> Process {
+        try start(
+            "/proc/self/exe", ["floor-server", "--socket", socket, "--reply-size", "\(replySize)"], listeningOn: socket)
+    }
+
+    /// Starts `executable` with `arguments` and waits until it listens on `socket`.
+    static func start(_ executable: String, _ arguments: [String], listeningOn socket: String) throws -> Process {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
-        process.arguments = ["floor-server", "--socket", socket, "--reply-size", "\(replySize)"]
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
         try process.run()
         for _ in 0..<500 {
             if let probe = try? UnixStream(connectingTo: socket) {
@@ -53,6 +59,6 @@ struct FloorServer: ParsableCommand {
             usleep(10_000)
         }
         process.terminate()
-        throw BenchError.daemon("the floor server did not start")
+        throw BenchError.daemon("\(executable) did not start listening on \(socket)")
     }
 }
