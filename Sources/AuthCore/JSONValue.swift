@@ -59,7 +59,7 @@ package enum JSONValue: Sendable, Equatable {
     /// Parses one JSON document that must be an object, and hands each of its members to `member` in order,
     /// without collecting them in a dictionary: for a caller that reads a few known members of a small object on
     /// a hot path (a Varlink call). A member named twice is handed over twice, so keeping the last one gives what
-    /// ``init(parsing:keepingNumbersOutOfRange:)`` gives.
+    /// ``init(parsing:keepingNumbersOutOfRange:)`` gives. Each name is a ``JSONMemberName``, valid inside `member`.
     ///
     /// - Returns: false when the document is valid JSON but not an object (nothing was handed over).
     /// - Throws: ``JSONSyntaxError`` as ``init(parsing:keepingNumbersOutOfRange:)`` throws it.
@@ -211,8 +211,9 @@ package struct JSONValueReader {
         return try parser.parseValue(depth: depth)
     }
 
-    /// The object's members in order, each name handed to `member` with a reader of its value (a value `member`
-    /// does not read is parsed and dropped). A member named twice is handed over twice.
+    /// The object's members in order, each name (a ``JSONMemberName``, valid inside `member`) handed to `member`
+    /// with a reader of its value (a value `member` does not read is parsed and dropped). A member named twice is
+    /// handed over twice.
     ///
     /// - Throws: ``JSONSyntaxError``, also when the value is not an object.
     package mutating func members(
