@@ -85,19 +85,46 @@ enum SystemCalls {
     }
 
     /// Reads to end of file, but at most `limit` bytes; returns nil when the file holds more.
-    static func readAll(_ descriptor: CInt, limit: Int) throws(SystemCallError) -> [UInt8]? {
-        var bytes = [UInt8](repeating: 0, count: limit + 1)
-        var count = 0
-        while count <= limit {
-            let read = try retrying("read") {
-                bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + count, $0.count - count) }
-            }
-            if read == 0 { break }
-            count += read
+    ///
+    /// - Parameter expected: The size the file is thought to have (its `fstat`): the first read has room for that
+    ///   and one byte more, to see the end in the same read. (A buffer of `limit` bytes, zeroed for each record,
+    ///   was 6% of the start of a daemon holding 100,000 tokens.) A file that grew is read on, up to the limit.
+    static func readAll(_ descriptor: CInt, limit: Int, expected: Int = 4095) throws(SystemCallError) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var room = min(limit, max(0, expected)) + 1
+        while bytes.count <= limit {
+            let (part, ended) = try read(descriptor, upTo: room)
+            if bytes.isEmpty { bytes = part } else { bytes += part }
+            if ended { return bytes }
+            room = min(limit + 1 - bytes.count, max(room, 4096))
         }
-        guard count <= limit else { return nil }
-        bytes.removeSubrange(count...)
-        return bytes
+        return nil
+    }
+
+    /// Up to `count` bytes of `descriptor`, and whether its end came first.
+    private static func read(_ descriptor: CInt, upTo count: Int) throws(SystemCallError) -> ([UInt8], ended: Bool) {
+        var failure: SystemCallError?
+        var ended = false
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            initialized = 0
+            while initialized < buffer.count {
+                do throws(SystemCallError) {
+                    let read = try retrying("read") {
+                        Glibc.read(descriptor, buffer.baseAddress! + initialized, buffer.count - initialized)
+                    }
+                    if read == 0 {
+                        ended = true
+                        return
+                    }
+                    initialized += read
+                } catch {
+                    failure = error
+                    return
+                }
+            }
+        }
+        if let failure { throw failure }
+        return (bytes, ended)
     }
 
     /// The names in the directory `directory` (without `.` and `..`), read through a descriptor of its own so

@@ -303,7 +303,10 @@ public final class TokenStore: Sendable {
             guard info.st_size <= Self.maximumRecordSize else {
                 return .defect(.tooLarge(limit: Self.maximumRecordSize))
             }
-            guard let bytes = try SystemCalls.readAll(descriptor, limit: Self.maximumRecordSize) else {
+            guard
+                let bytes = try SystemCalls.readAll(
+                    descriptor, limit: Self.maximumRecordSize, expected: Int(info.st_size))
+            else {
                 return .defect(.tooLarge(limit: Self.maximumRecordSize))
             }
             return .bytes(bytes)

@@ -100,6 +100,7 @@ public actor AuthService {
         snapshot = TokenSnapshot(
             Dictionary(records.map { ($0.group, ($0.token, $0.generation)) }, uniquingKeysWith: { _, last in last }))
         let now = clock.now
+        expiry.reserveCapacity(records.count)
         for record in records {
             startupEvents += expiry.set(record.group, expiresAt: record.token?.expiresAt, now: now)
         }
