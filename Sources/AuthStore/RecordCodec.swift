@@ -113,23 +113,22 @@ package enum RecordCodec {
             throw .authenticationFailed
         }
 
-        // JSONValue rather than JSONDecoder: reading every record at start-up is most of the daemon's start.
-        guard let payload = try? JSONValue(parsing: plaintext), case .object = payload,
-            let schema = payload["schema"]?.int
-        else { throw .notJSON }
+        // JSONValue rather than JSONDecoder, its members read as they are parsed rather than gathered in a
+        // dictionary: reading every record at start-up is most of the daemon's start.
+        guard let payload = ReadPayload(plaintext), let schema = payload.schema?.int else { throw .notJSON }
         guard schema == schemaVersion else { throw .unsupportedSchema(schema) }
-        guard let name = payload["group"]?.string, let customerIds = payload["customerIds"]?.stringMap,
-            let generation = payload["generation"]?.uint64, let changedAt = payload["changedAt"]?.double
+        guard let name = payload.group?.string, let customerIds = payload.customerIds?.stringMap,
+            let generation = payload.generation?.uint64, let changedAt = payload.changedAt?.double
         else { throw .notJSON }
         guard name == group.name else { throw .groupMismatch }
         guard changedAt.isFinite else { throw .badDate }
         var token: StreamJWT?
-        switch payload["token"] {
+        switch payload.token {
         case nil, .null?:
             break
         case .string(let compact)?:
             do {
-                if let expiresAt = payload["expiresAt"]?.double, expiresAt.isFinite {
+                if let expiresAt = payload.expiresAt?.double, expiresAt.isFinite {
                     token = try StreamJWT(stored: compact, expiresAt: Date(timeIntervalSince1970: expiresAt))
                 } else {
                     token = try StreamJWT(parsing: compact)
@@ -143,6 +142,38 @@ package enum RecordCodec {
         return TokenRecord(
             group: group, token: token, customerIds: customerIds, generation: generation,
             changedAt: Date(timeIntervalSinceReferenceDate: changedAt))
+    }
+
+    /// The members of a record's JSON that ``decode(_:group:key:)`` reads (``Payload``'s, as they were written); a
+    /// member named twice counts with its last value, as in a dictionary.
+    private struct ReadPayload {
+        var schema, group, customerIds, generation, changedAt, token, expiresAt: JSONValue?
+
+        /// The members of `plaintext`; nil when it is not a JSON object.
+        init?(_ plaintext: Data) {
+            var isObject = true
+            let parsed = plaintext.withUnsafeBytes { raw in
+                (try? JSONValue.read(raw.assumingMemoryBound(to: UInt8.self)) { document throws(JSONSyntaxError) in
+                    guard document.isObject else {
+                        isObject = false
+                        return
+                    }
+                    try document.members { name, value throws(JSONSyntaxError) in
+                        switch name {
+                        case "schema": self.schema = try value.value()
+                        case "group": self.group = try value.value()
+                        case "customerIds": self.customerIds = try value.value()
+                        case "generation": self.generation = try value.value()
+                        case "changedAt": self.changedAt = try value.value()
+                        case "token": self.token = try value.value()
+                        case "expiresAt": self.expiresAt = try value.value()
+                        default: break
+                        }
+                    }
+                }) != nil
+            }
+            guard parsed, isObject else { return nil }
+        }
     }
 
     private static func authenticatedData(_ header: [UInt8], _ group: AppGroup) -> [UInt8] {
