@@ -227,6 +227,26 @@ package struct JSONValueReader {
         }
     }
 
+    /// An object whose members are all strings, read member by member straight into the dictionary (the last of
+    /// a name counts); nil, once the value is parsed, for anything else, and for an object with a member that is
+    /// not a string.
+    package mutating func stringMap() throws(JSONSyntaxError) -> [String: String]? {
+        guard isObject else {
+            _ = try value()
+            return nil
+        }
+        var map: [String: String] = [:]
+        var valid = true
+        try members { name, value throws(JSONSyntaxError) in
+            guard case .string(let string) = try value.value() else {
+                valid = false
+                return
+            }
+            if valid { map[name.string] = string }
+        }
+        return valid ? map : nil
+    }
+
     /// Runs `read` on a reader of the value at the parser, then parses what it left.
     fileprivate static func reading(
         _ parser: inout JSONParser, depth: Int, _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> Void

@@ -117,7 +117,7 @@ package enum RecordCodec {
         // dictionary: reading every record at start-up is most of the daemon's start.
         guard let payload = ReadPayload(plaintext), let schema = payload.schema?.int else { throw .notJSON }
         guard schema == schemaVersion else { throw .unsupportedSchema(schema) }
-        guard let name = payload.group?.string, let customerIds = payload.customerIds?.stringMap,
+        guard let name = payload.group?.string, let customerIds = payload.customerIds,
             let generation = payload.generation?.uint64, let changedAt = payload.changedAt?.double
         else { throw .notJSON }
         guard name == group.name else { throw .groupMismatch }
@@ -147,7 +147,9 @@ package enum RecordCodec {
     /// The members of a record's JSON that ``decode(_:group:key:)`` reads (``Payload``'s, as they were written); a
     /// member named twice counts with its last value, as in a dictionary.
     private struct ReadPayload {
-        var schema, group, customerIds, generation, changedAt, token, expiresAt: JSONValue?
+        var schema, group, generation, changedAt, token, expiresAt: JSONValue?
+        /// Nil also when it is not an object of strings.
+        var customerIds: [String: String]?
 
         /// The members of `plaintext`; nil when it is not a JSON object.
         init?(_ plaintext: Data) {
@@ -162,7 +164,7 @@ package enum RecordCodec {
                         switch name {
                         case "schema": self.schema = try value.value()
                         case "group": self.group = try value.value()
-                        case "customerIds": self.customerIds = try value.value()
+                        case "customerIds": self.customerIds = try value.stringMap()
                         case "generation": self.generation = try value.value()
                         case "changedAt": self.changedAt = try value.value()
                         case "token": self.token = try value.value()

@@ -86,6 +86,32 @@ struct JSONValueTests {
         return false
     }
 
+    /// A reader's `stringMap()` gives an object of strings (the last of a name counts), and nil for anything else,
+    /// parsing it all the same: the member after it is read.
+    @Test(
+        arguments: [
+            (#"{"a":"x","b":"y","a":"z"}"#, ["a": "z", "b": "y"]), (#"{}"#, [:]), (#"{"a":"x","b":1}"#, nil),
+            (#"{"a":{"b":"c"}}"#, nil), (#"["a"]"#, nil), (#""a""#, nil), ("null", nil),
+        ] as [(String, [String: String]?)])
+    func aReaderReadsAnObjectOfStrings(_ value: String, _ map: [String: String]?) throws {
+        let text = #"{"map":"# + value + #","after":true}"#
+        var read: [String: String]?
+        var after: JSONValue?
+        try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
+            try JSONValue.read(bytes) { document throws(JSONSyntaxError) in
+                try document.members { name, member throws(JSONSyntaxError) in
+                    switch name {
+                    case "map": read = try member.stringMap()
+                    case "after": after = try member.value()
+                    default: break
+                    }
+                }
+            }
+        }
+        #expect(read == map)
+        #expect(after == .bool(true))
+    }
+
     @Test(arguments: ["[1]", "1", #""a""#, "null"])
     func parseMembersSaysWhenTheDocumentIsNoObject(_ text: String) throws {
         let isObject = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in

@@ -49,6 +49,11 @@ enum ReplyField<Value> {
     case read(Value)
     case invalid
 
+    /// A value read, or invalid when there is none.
+    init(_ value: Value?) {
+        self = value.map { .read($0) } ?? .invalid
+    }
+
     /// The value; missing or invalid is an error naming `member`.
     func required(_ member: String) throws(ReplyInvalid) -> Value {
         guard case .read(let value) = self else { throw ReplyInvalid(member: member) }
@@ -108,24 +113,6 @@ extension JSONValueReader {
         return .read(strings)
     }
 
-    /// An object of strings, read member by member into the dictionary.
-    mutating func stringMap() throws(JSONSyntaxError) -> ReplyField<[String: String]> {
-        guard isObject else {
-            _ = try value()
-            return .invalid
-        }
-        var map: [String: String] = [:]
-        var valid = true
-        try members { name, value throws(JSONSyntaxError) in
-            guard case .read(let string) = try value.string() else {
-                valid = false
-                return
-            }
-            map[name.string] = string
-        }
-        return valid ? .read(map) : .invalid
-    }
-
     /// An object of the reply that may be missing or null, read by `read`.
     mutating func optionalObject<Value>(
         _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> ReplyRead<Value>
@@ -167,7 +154,7 @@ extension ClaimsPayload {
         try claims.members { name, value throws(JSONSyntaxError) in
             switch name {
             case "expiresAt": expiresAt = try value.double()
-            case "customerIds": customerIds = try value.stringMap()
+            case "customerIds": customerIds = ReplyField(try value.stringMap())
             case "algorithm": algorithm = try value.string()
             case "keyId": keyId = try value.optionalString()
             default: break
