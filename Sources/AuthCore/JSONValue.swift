@@ -56,43 +56,20 @@ package enum JSONValue: Sendable, Equatable {
         }
     }
 
-    /// Parses one JSON document that must be an object, and hands each of its members to `member` in order,
-    /// without collecting them in a dictionary: for a caller that reads a few known members of a small object on
-    /// a hot path (a Varlink call). A member named twice is handed over twice, so keeping the last one gives what
-    /// ``init(parsing:keepingNumbersOutOfRange:)`` gives. Each name is a ``JSONMemberName``, valid inside `member`.
-    ///
-    /// - Returns: false when the document is valid JSON but not an object (nothing was handed over).
-    /// - Throws: ``JSONSyntaxError`` as ``init(parsing:keepingNumbersOutOfRange:)`` throws it.
-    package static func parseMembers(
-        of bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool = false,
-        _ member: (JSONMemberName, JSONValue) -> Void
-    ) throws(JSONSyntaxError) -> Bool {
-        var isObject = true
-        let parsed = JSONParser.parseWhole(bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange) {
-            parser throws(JSONSyntaxError) in
-            if parser.current == UInt8(ascii: "{") {
-                try parser.parseMembers(depth: 1) { name, parser throws(JSONSyntaxError) in
-                    member(name, try parser.parseValue(depth: 1))
-                }
-            } else {
-                isObject = false
-                _ = try parser.parseValue(depth: 0)
-            }
-        }
-        try parsed.get()
-        return isObject
-    }
-
     /// Parses one JSON document and hands a reader of it to `read`, which takes the value whole or, for an
     /// object, member by member (``JSONValueReader``): for a caller that builds its own value from a few known
     /// members (a reply the client reads), without a dictionary for each object. What `read` does not take is
-    /// parsed and dropped; only whitespace may follow the document.
+    /// parsed and dropped; only whitespace may follow the document. An object's members are handed over in
+    /// order, a member named twice twice, so keeping the last one gives what
+    /// ``init(parsing:keepingNumbersOutOfRange:)`` gives.
     ///
     /// - Throws: ``JSONSyntaxError`` as ``init(parsing:keepingNumbersOutOfRange:)`` throws it.
     package static func read(
-        _ bytes: UnsafeBufferPointer<UInt8>, _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> Void
+        _ bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool = false,
+        _ read: (inout JSONValueReader) throws(JSONSyntaxError) -> Void
     ) throws(JSONSyntaxError) {
-        try JSONParser.parseWhole(bytes, keepingNumbersOutOfRange: false) { parser throws(JSONSyntaxError) in
+        try JSONParser.parseWhole(bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange) {
+            parser throws(JSONSyntaxError) in
             try JSONValueReader.reading(&parser, depth: 0, read)
         }.get()
     }

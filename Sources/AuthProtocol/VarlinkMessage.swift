@@ -38,20 +38,27 @@ public struct VarlinkCall: Sendable {
         var more: JSONValue?
         var upgrade: JSONValue?
         var parameters: JSONValue?
-        let isObject = try? message.withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
-            // A member named twice keeps its last value.
-            try JSONValue.parseMembers(of: bytes, keepingNumbersOutOfRange: true) { name, value in
-                switch name {
-                case "method": method = value
-                case "parameters": parameters = value
-                case "oneway": oneway = value
-                case "more": more = value
-                case "upgrade": upgrade = value
-                default: break
+        var isObject = true
+        let parsed = message.withUnsafeBufferPointer { bytes in
+            (try? JSONValue.read(bytes, keepingNumbersOutOfRange: true) { document throws(JSONSyntaxError) in
+                guard document.isObject else {
+                    isObject = false
+                    return
                 }
-            }
+                // A member named twice keeps its last value.
+                try document.members { name, value throws(JSONSyntaxError) in
+                    switch name {
+                    case "method": method = try value.value()
+                    case "parameters": parameters = try value.value()
+                    case "oneway": oneway = try value.value()
+                    case "more": more = try value.value()
+                    case "upgrade": upgrade = try value.value()
+                    default: break
+                    }
+                }
+            }) != nil
         }
-        guard isObject == true, case .string(let name)? = method else { throw .notACall }
+        guard parsed, isObject, case .string(let name)? = method else { throw .notACall }
         func flag(_ value: JSONValue?) throws(VarlinkCallError) -> Bool {
             switch value {
             case nil, .null?: false

@@ -38,16 +38,14 @@ struct JSONValueTests {
         #expect(try parse(#"{"a": 1, "a": 2}"#)["a"]?.int == 2)
     }
 
-    /// `parseMembers(of:)` hands over, in order, what `init(parsing:)` collects: the last of two same-named
-    /// members is the one the dictionary keeps.
+    /// `read(_:)` hands an object's members over, in order, what `init(parsing:)` collects: the last of two
+    /// same-named members is the one the dictionary keeps.
     @Test(arguments: [
         #"{}"#, #" { "a" : 1 , "b" : [true, null], "a" : {"c": "d"} } "#, #"{"method":"m","parameters":{"g":"x"}}"#,
     ])
-    func parseMembersHandsOverWhatTheDictionaryHolds(_ text: String) throws {
+    func readHandsOverWhatTheDictionaryHolds(_ text: String) throws {
         var handed: [(String, JSONValue)] = []
-        let isObject = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
-            try JSONValue.parseMembers(of: bytes) { handed.append(($0.string, $1)) }
-        }
+        let isObject = try Self.readMembers(text) { handed.append(($0.string, $1)) }
         #expect(isObject)
         let last = Dictionary(handed, uniquingKeysWith: { _, last in last })
         #expect(JSONValue.object(last) == (try parse(text)))
@@ -62,13 +60,11 @@ struct JSONValueTests {
     func aMemberNameMatchesItsLiteral(_ text: String, _ name: String) throws {
         var names: [String] = []
         var matched: [Bool] = []
-        _ = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
-            try JSONValue.parseMembers(of: bytes) { member, _ in
-                names.append(member.string)
-                matched.append(Self.matches(member, name))
-                if case "grou" = member { Issue.record("a prefix matched") }
-                if case "groupe" = member { Issue.record("a longer literal matched") }
-            }
+        _ = try Self.readMembers(text) { member, _ in
+            names.append(member.string)
+            matched.append(Self.matches(member, name))
+            if case "grou" = member { Issue.record("a prefix matched") }
+            if case "groupe" = member { Issue.record("a longer literal matched") }
         }
         #expect(names == [name])
         #expect(matched == [true])
@@ -113,20 +109,33 @@ struct JSONValueTests {
     }
 
     @Test(arguments: ["[1]", "1", #""a""#, "null"])
-    func parseMembersSaysWhenTheDocumentIsNoObject(_ text: String) throws {
-        let isObject = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
-            try JSONValue.parseMembers(of: bytes) { _, _ in Issue.record("a member of no object") }
-        }
+    func readSaysWhenTheDocumentIsNoObject(_ text: String) throws {
+        let isObject = try Self.readMembers(text) { _, _ in Issue.record("a member of no object") }
         #expect(!isObject)
     }
 
     @Test(arguments: ["", "{", #"{"a":1,}"#, #"{"a":1} x"#, "[1,]", #"{"a":1e400}"#])
-    func parseMembersRefusesWhatIsNotJSON(_ text: String) {
+    func readRefusesWhatIsNotJSON(_ text: String) {
         #expect(throws: JSONSyntaxError.self) {
-            try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
-                try JSONValue.parseMembers(of: bytes) { _, _ in }
+            try Self.readMembers(text) { _, _ in }
+        }
+    }
+
+    /// Reads `text` with `JSONValue.read`, handing each member of an object to `member`, each value whole;
+    /// false when the document is no object.
+    @discardableResult
+    private static func readMembers(_ text: String, _ member: (JSONMemberName, JSONValue) -> Void) throws -> Bool {
+        var isObject = true
+        try Array(text.utf8).withUnsafeBufferPointer { bytes throws(JSONSyntaxError) in
+            try JSONValue.read(bytes) { document throws(JSONSyntaxError) in
+                guard document.isObject else {
+                    isObject = false
+                    return
+                }
+                try document.members { name, value throws(JSONSyntaxError) in member(name, try value.value()) }
             }
         }
+        return isObject
     }
 
     @Test func stringMapRefusesOtherValues() throws {
