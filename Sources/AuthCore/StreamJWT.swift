@@ -98,14 +98,13 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
         header: Substring.UTF8View, payload: Substring.UTF8View, signature: Substring.UTF8View
     ) {
         var token = token
-        token.makeContiguousUTF8()
-        let utf8 = token.utf8
-        guard !utf8.isEmpty else { throw .empty }
-        guard utf8.count <= Self.maximumLength else { throw .tooLong(length: utf8.count) }
+        let length = token.utf8.count
+        guard length > 0 else { throw .empty }
+        guard length <= Self.maximumLength else { throw .tooLong(length: length) }
         guard !token.hasPrefix("Bearer ") else { throw .bearerPrefix }
         // The dots' offsets, over the bytes (the indices of the UTF-8 view, one at a time, were 6% of the start
         // of a daemon holding 100,000 tokens).
-        let dots = utf8.withContiguousStorageIfAvailable { bytes in
+        let dots = token.withUTF8 { bytes in
             var dots = (first: 0, second: 0, count: 0)
             for offset in bytes.indices where bytes[offset] == UInt8(ascii: ".") {
                 switch dots.count {
@@ -117,7 +116,8 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
             }
             return dots
         }
-        guard let dots, dots.count == 2 else { throw .notThreeParts(found: (dots?.count ?? 0) + 1) }
+        guard dots.count == 2 else { throw .notThreeParts(found: dots.count + 1) }
+        let utf8 = token.utf8
         let first = utf8.index(utf8.startIndex, offsetBy: dots.first)
         let second = utf8.index(utf8.startIndex, offsetBy: dots.second)
         return (utf8[..<first], utf8[utf8.index(after: first)..<second], utf8[utf8.index(after: second)...])
