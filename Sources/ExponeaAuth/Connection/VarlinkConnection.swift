@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import AuthCore
 import AuthProtocol
 import Synchronization
 
@@ -77,9 +76,13 @@ final class VarlinkConnection: Sendable {
     static func connect(to path: String, trusting trusted: TrustedServer, timeout: Duration)
         throws(AuthClientError) -> VarlinkConnection
     {
-        guard path.utf8.count <= UnixSocketAddress.maximumPathLength else {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
             throw AuthClientError(.daemonUnavailable, "The socket path \(path) is too long for a Unix socket")
         }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: pathBytes + [0]) }
 
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
@@ -91,7 +94,11 @@ final class VarlinkConnection: Sendable {
         setTimeout(fd, SO_RCVTIMEO, .milliseconds(inlineReplyWaitMilliseconds))
         var result: Int32
         repeat {
-            result = UnixSocketAddress.withAddress(path) { Glibc.connect(fd, $0, $1) }
+            result = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
         } while result != 0 && errno == EINTR
         if result != 0 {
             let error = errno
