@@ -10,6 +10,18 @@ import Testing
 struct TrustedServerTests {
     static let bob: UInt32 = 4243
 
+    /// A socket path longer than a Unix socket address holds is refused as such, never cut to another path.
+    @Test func aSocketPathTooLongForAnAddressIsRefused() async throws {
+        let path = "/tmp/" + String(repeating: "d", count: 120) + "/io.socket"
+        let client = AuthDaemonClient(socketPath: path, unavailableBound: .milliseconds(200))
+        await #expect {
+            _ = try await client.getToken(group: "shop")
+        } throws: { error in
+            let error = error as? AuthClientError
+            return error?.code == .daemonUnavailable && error?.message.contains("too long for a Unix socket") == true
+        }
+    }
+
     @Test(.enabled(if: getuid() == 0, "needs root to run a server as another user"))
     func aServerOfAnotherUserIsSentNothing() async throws {
         let directory = try TemporaryDirectory(prefix: "authd-planted")
