@@ -128,8 +128,8 @@ enum InboundCall: Sendable {
 }
 
 /// One connection's inbound side: splits the byte stream into messages (bounded) and hands each call, in order,
-/// to the task that runs them one after another; a call the handler can answer at once is answered here, on the
-/// event loop, when nothing earlier of the connection is still running.
+/// to the task that runs them one after another (``ConnectionCallQueue``); a call the handler can answer at once
+/// is answered here, on the event loop, when nothing earlier of the connection is still running.
 ///
 /// Bounded: the connection stops reading (NIO back-pressure: `read()` is held back) while it has
 /// ``ConnectionLimits/maximumCallsInFlight`` calls or ``ConnectionLimits/maximumBytesInFlight`` bytes of calls in
@@ -149,7 +149,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private var decoder: VarlinkFrameDecoder
-    private let messages: AsyncStream<InboundCall>.Continuation
+    private let calls: ConnectionCallQueue
     private let handler: any VarlinkCallHandler
     private let activity: ConnectionActivity
     private let limits: ConnectionLimits
@@ -174,7 +174,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     init(
         limits: ConnectionLimits,
         peer: PeerCredentials,
-        messages: AsyncStream<InboundCall>.Continuation,
+        calls: ConnectionCallQueue,
         handler: any VarlinkCallHandler,
         activity: ConnectionActivity,
         logger: Logger,
@@ -184,7 +184,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         self.decoder = VarlinkFrameDecoder(maximumMessageSize: limits.maximumMessageSize)
         self.limits = limits
         self.peer = peer
-        self.messages = messages
+        self.calls = calls
         self.activity = activity
         self.logger = logger
         self.throttle = throttle
@@ -232,7 +232,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
-        messages.finish()
+        calls.finish()
         context.fireChannelInactive()
     }
 
@@ -302,8 +302,9 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
             // What is buffered waits for room: the peer is not late.
             partialSince = nil
         } else if inputClosed {
-            // Every whole message is handed on; what is left can never end.
-            messages.finish()
+            // Every whole message is handed on; what is left can never end. The calls' task closes the connection
+            // after its last reply; without a task, every reply is written here already.
+            if calls.hasTask { calls.finish() } else { closeOnceWritten(context: context) }
         } else if decoder.pendingByteCount > 0 {
             if partialSince == nil {
                 partialSince = context.eventLoop.now
@@ -320,7 +321,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
             // Calls of the connection are running: this one waits its turn as bytes, decoded when it comes.
             let call = InboundCall.message(message)
             activity.received(size: call.size)
-            messages.yield(call)
+            calls.yield(call)
             return false
         }
         // nil: the framing is intact but the message is no call; the task answers it.
@@ -331,7 +332,7 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         }
         let inbound = InboundCall.decoded(call, size: message.count + 1)
         activity.received(size: inbound.size)
-        messages.yield(inbound)
+        calls.yield(inbound)
         return false
     }
 
@@ -394,7 +395,20 @@ final class VarlinkConnectionHandler: ChannelDuplexHandler {
         closing = true
         timer?.cancel()
         timer = nil
-        messages.finish()
+        calls.finish()
         context.close(promise: nil)
+    }
+
+    /// Closes the connection once the replies written to it are sent: the peer shut down its side, and no task
+    /// runs calls that could still reply.
+    private func closeOnceWritten(context: ChannelHandlerContext) {
+        guard !closing else { return }
+        closing = true
+        timer?.cancel()
+        timer = nil
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
     }
 }

@@ -152,38 +152,47 @@ public final class VarlinkServer: Sendable {
     private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
         return PeerCredentials.read(from: channel).flatMap { [self] peer in
             guard admit(channel, of: peer) else { return channel.close() }
-            let (messages, continuation) = AsyncStream.makeStream(of: InboundCall.self)
             let activity = ConnectionActivity(
                 maximumCalls: configuration.maximumCallsInFlight,
                 maximumBytes: configuration.maximumBytesInFlight
             )
-            let replies = VarlinkReplies(
-                channel: channel, activity: activity, writes: pendingWrites(on: channel.eventLoop))
+            let calls = ConnectionCallQueue { [self] messages in
+                startCalls(messages, from: peer, on: channel, activity: activity)
+            }
             let connection = VarlinkConnectionHandler(
                 limits: limits,
                 peer: peer,
-                messages: continuation,
+                calls: calls,
                 handler: handler,
                 activity: activity,
                 logger: logger,
                 throttle: throttle
             )
-            let identity = VarlinkConnectionID.next()
-            let calls = Task { [handler] in
-                await Self.serve(
-                    messages, from: peer, connection: identity, on: channel, activity: activity, replies: replies,
-                    handler: handler)
-                // After the last call returned: nothing the connection holds can be taken again by a call still
-                // running.
-                await handler.connectionClosed(identity)
-            }
-            channel.closeFuture.whenComplete { _ in calls.cancel() }
             // On the channel's event loop (the credentials future completes there): the handler is added
             // synchronously and never crosses threads.
             return channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(connection)
             }
         }
+    }
+
+    /// Starts the task that runs the calls of the connection on `channel` that its event loop does not answer at
+    /// once; it ends when the connection closes. Called by the connection's ``ConnectionCallQueue``, on its loop.
+    private func startCalls(
+        _ messages: AsyncStream<InboundCall>, from peer: PeerCredentials, on channel: any Channel,
+        activity: ConnectionActivity
+    ) {
+        let replies = VarlinkReplies(channel: channel, activity: activity, writes: pendingWrites(on: channel.eventLoop))
+        let identity = VarlinkConnectionID.next()
+        let calls = Task { [handler] in
+            await Self.serve(
+                messages, from: peer, connection: identity, on: channel, activity: activity, replies: replies,
+                handler: handler)
+            // After the last call returned: nothing the connection holds can be taken again by a call still
+            // running.
+            await handler.connectionClosed(identity)
+        }
+        channel.closeFuture.whenComplete { _ in calls.cancel() }
     }
 
     /// Counts `channel` against the bounds, or logs (throttled) why it is refused.

@@ -37,18 +37,22 @@ struct VarlinkConnectionHandlerTests {
         let loop: EmbeddedEventLoop
         let activity: ConnectionActivity
         let readCounter = ReadCounter()
-        private var calls: AsyncStream<InboundCall>.Iterator
+        /// How many times the connection started its calls' task.
+        private(set) var tasksStarted = 0
+        private var calls: AsyncStream<InboundCall>.Iterator?
 
         init(limits: ConnectionLimits) throws {
             loop = channel.embeddedEventLoop
             activity = ConnectionActivity(
                 maximumCalls: limits.maximumCallsInFlight, maximumBytes: limits.maximumBytesInFlight)
-            let (stream, continuation) = AsyncStream.makeStream(of: InboundCall.self)
-            calls = stream.makeAsyncIterator()
+            let queue = ConnectionCallQueue { [unowned self] stream in
+                tasksStarted += 1
+                calls = stream.makeAsyncIterator()
+            }
             let handler = VarlinkConnectionHandler(
                 limits: limits,
                 peer: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
-                messages: continuation,
+                calls: queue,
                 handler: ImmediateHandler(),
                 activity: activity,
                 logger: Logger(label: "test"),
@@ -68,7 +72,7 @@ struct VarlinkConnectionHandlerTests {
 
         /// The next call handed to the task, and counts it finished as the task would.
         func finishNextCall() async -> InboundCall? {
-            guard let call = await calls.next() else { return nil }
+            guard let call = await calls?.next() else { return nil }
             activity.finished(size: call.size)
             loop.run()  // the wake-up the task's end scheduled
             return call
@@ -86,6 +90,35 @@ struct VarlinkConnectionHandlerTests {
 
     static func call(_ method: String, oneway: Bool = false) -> [UInt8] {
         Array(#"{"method":"\#(method)"\#(oneway ? #","oneway":true"# : "")}"#.utf8) + [0]
+    }
+
+    @Test func callsAnsweredAtOnceStartNoTaskAndTheFirstOtherCallStartsOne() async throws {
+        let connection = try Connection(limits: ConnectionLimits())
+        try connection.receive(Self.call("test.Now") + Self.call("test.Now"))
+        #expect(try connection.writtenReplies().count == 2)
+        #expect(connection.tasksStarted == 0, "a call answered on the loop started the calls' task")
+
+        try connection.receive(Self.call("test.Slow") + Self.call("test.Slow"))
+        #expect(connection.tasksStarted == 1)
+        // The first is decoded on the loop (to try answering it); the second waits its turn as bytes.
+        guard case .decoded(let first?, _)? = await connection.finishNextCall(),
+            case .message(let second)? = await connection.finishNextCall()
+        else {
+            Issue.record("the two calls were not handed on")
+            return
+        }
+        #expect(first.method == "test.Slow")
+        #expect(try VarlinkCall(decoding: second).method == "test.Slow")
+        #expect(connection.tasksStarted == 1, "each call started a task of its own")
+    }
+
+    @Test func aPeerThatShutsDownItsSideGetsTheRepliesGivenAtOnceThenTheConnectionCloses() throws {
+        let connection = try Connection(limits: ConnectionLimits())
+        try connection.receive(Self.call("test.Now") + Self.call("test.Now"))
+        connection.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(try connection.writtenReplies().count == 2)
+        #expect(connection.tasksStarted == 0)
+        #expect(!connection.channel.isActive, "the connection stayed open after its last reply")
     }
 
     @Test func aCallSentByteByByteIsOneCall() async throws {
