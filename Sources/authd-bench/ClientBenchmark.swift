@@ -59,14 +59,14 @@ struct ClientBenchmark {
             header.append(try Self.batch([app, "--bench", socket, "Header", group, "\(calls)"]))
         }
         let starts = settings.pick(full: 41, brief: 5)
-        let hello = Self.compileSwiftHello(into: folder)
+        let hello = Self.compileSwiftHello(into: folder, linkedAs: app)
         var cStart: [Double] = []
         var appStart: [Double] = []
         var helloStart: [Double] = []
         for _ in 0..<starts {
             cStart.append(try Self.timeToExit([cClient, socket, "GetToken", group, "1"]))
             appStart.append(try Self.timeToExit([app, "--first-call", socket, group]))
-            if let hello { helloStart.append(try Self.timeToExit([hello])) }
+            if let hello { helloStart.append(try Self.timeToExit([hello.path])) }
         }
 
         let get = Self.median(library.map(\.p50))
@@ -104,28 +104,30 @@ struct ClientBenchmark {
                 measure: "Library: first call from process start, authd-test-app (beside: C one-shot client)",
                 value: milliseconds(UInt64(first)), baseline: milliseconds(UInt64(cFirst)), ratio: ratio(first, cFirst),
                 goal: "<= 2 ms (static build)", met: first <= 2_000_000))
-        if hello != nil {
+        if let hello {
             let empty = Self.median(helloStart)
+            let linked = hello.linkedAsApp ? "linked as authd-test-app" : "plain swiftc -static-stdlib"
             report.add(
                 .init(
                     measure:
-                        "Swift runtime alone: an empty static async main, spawn to exit (beside: C one-shot client)",
+                        "Swift runtime alone: an empty static async main (\(linked)), spawn to exit (beside: C one-shot client)",
                     value: milliseconds(UInt64(empty)), baseline: milliseconds(UInt64(cFirst)),
                     ratio: ratio(empty, cFirst)))
         }
     }
 
-    /// Compiles an empty Swift program with an async main, linked as authd-test-app is
-    /// (`swiftc -O -static-stdlib`): the anchor for what the Swift runtime alone costs a process start. Nil
-    /// (with a message) without `swiftc`.
-    static func compileSwiftHello(into folder: String) -> String? {
+    /// Compiles an empty Swift program with an async main (`swiftc -O -static-stdlib`), linked as `app` is when
+    /// scripts/build-release built it (the linker and link flags it recorded in its build folder): the anchor
+    /// for what the Swift runtime alone costs a process start. Nil (with a message) without `swiftc`.
+    static func compileSwiftHello(into folder: String, linkedAs app: String) -> (path: String, linkedAsApp: Bool)? {
         let source = folder + "/hello.swift"
         let binary = folder + "/swift-hello"
         let program = "@main enum Hello { static func main() async {} }\n"
         guard FileManager.default.createFile(atPath: source, contents: Data(program.utf8)) else { return nil }
+        let link = releaseLinkArguments(of: app)
         let compiler = Process()
         compiler.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        compiler.arguments = ["swiftc", "-O", "-static-stdlib", "-parse-as-library", "-o", binary, source]
+        compiler.arguments = ["swiftc", "-O", "-static-stdlib", "-parse-as-library", "-o", binary, source] + link
         compiler.standardError = FileHandle.nullDevice
         compiler.standardOutput = FileHandle.nullDevice
         guard (try? compiler.run()) != nil else {
@@ -137,7 +139,36 @@ struct ClientBenchmark {
             progress("  'swiftc -static-stdlib' failed: the empty Swift program's row is skipped")
             return nil
         }
-        return binary
+        return (binary, !link.isEmpty)
+    }
+
+    /// The linker and link flags scripts/build-release recorded in the build folder of `binary` (its
+    /// `toolset.json` and `link-flags`), as swiftc arguments; empty when the binary was built otherwise.
+    static func releaseLinkArguments(of binary: String) -> [String] {
+        struct Toolset: Decodable {
+            struct Linker: Decodable { var path: String }
+            var linker: Linker
+        }
+        // The binary is in SCRATCH/<triple>/release.
+        let scratch = URL(fileURLWithPath: binary).resolvingSymlinksInPath().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        guard let flags = try? String(contentsOf: scratch.appendingPathComponent("link-flags"), encoding: .utf8),
+            let toolset = try? Data(contentsOf: scratch.appendingPathComponent("toolset.json")),
+            let linker = try? JSONDecoder().decode(Toolset.self, from: toolset).linker.path
+        else { return [] }
+        // A folder to search (the static C++ runtime's) goes to swiftc itself: behind -Xlinker it comes after the
+        // toolchain's own folders, and the shared libstdc++ would be linked.
+        var arguments = ["-ld-path=\(linker)"]
+        var words = flags.split(whereSeparator: \.isWhitespace).map(String.init)[...]
+        while let word = words.popFirst() {
+            if word == "-Xlinker", let next = words.first, next.hasPrefix("-L") {
+                arguments.append(next)
+                words.removeFirst()
+            } else {
+                arguments.append(word)
+            }
+        }
+        return arguments
     }
 
     /// Compiles the C client into `folder`; nil (with a message) when there is no C compiler.
