@@ -105,19 +105,6 @@ public final class VarlinkServer: Sendable {
                     )
                 }
             }
-            .childChannelOption(
-                ChannelOptions.writeBufferWaterMark,
-                value: .init(low: configuration.maximumPendingOutput / 2, high: configuration.maximumPendingOutput)
-            )
-            // One read of at most 4 KiB per wake-up: a connection that stops reading at its bound holds little
-            // more than that in its decoder (256 connections of one user: 1 MiB).
-            .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
-            .childChannelOption(
-                ChannelOptions.recvAllocator,
-                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 4 * 1024)
-            )
-            // A client may write its calls and shut down its side (`printf … | socat`): it still gets its replies.
-            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { [self] channel in initialize(channel) }
 
         let server: any Channel
@@ -150,6 +137,13 @@ public final class VarlinkServer: Sendable {
     }
 
     private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
+        // Set here, on the channel's event loop, not as the bootstrap's child options: those are set one future
+        // each.
+        do {
+            try setOptions(of: channel)
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
         return PeerCredentials.read(from: channel).flatMap { [self] peer in
             guard admit(channel, of: peer) else { return channel.close() }
             let activity = ConnectionActivity(
@@ -174,6 +168,24 @@ public final class VarlinkServer: Sendable {
                 try channel.pipeline.syncOperations.addHandler(connection)
             }
         }
+    }
+
+    /// Each connection's bounds on its reads and unsent output.
+    private func setOptions(of channel: any Channel) throws {
+        guard let options = channel.syncOptions else { throw VarlinkServerError(message: "not a socket channel") }
+        try options.setOption(
+            ChannelOptions.writeBufferWaterMark,
+            value: .init(low: configuration.maximumPendingOutput / 2, high: configuration.maximumPendingOutput)
+        )
+        // One read of at most 4 KiB per wake-up: a connection that stops reading at its bound holds little more
+        // than that in its decoder (256 connections of one user: 1 MiB).
+        try options.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
+        try options.setOption(
+            ChannelOptions.recvAllocator,
+            value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 4 * 1024)
+        )
+        // A client may write its calls and shut down its side (`printf … | socat`): it still gets its replies.
+        try options.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
     }
 
     /// Starts the task that runs the calls of the connection on `channel` that its event loop does not answer at
