@@ -59,14 +59,18 @@ struct ClientBenchmark {
             header.append(try Self.batch([app, "--bench", socket, "Header", group, "\(calls)"]))
         }
         let starts = settings.pick(full: 41, brief: 5)
-        let hello = Self.compileSwiftHello(into: folder, linkedAs: app)
+        let hello = Self.compileSwiftProgram(Self.emptyProgram, named: "swift-hello", into: folder, linkedAs: app)
+        let foundation = Self.compileSwiftProgram(
+            Self.foundationProgram, named: "swift-foundation", into: folder, linkedAs: app)
         var cStart: [Double] = []
         var appStart: [Double] = []
         var helloStart: [Double] = []
+        var foundationStart: [Double] = []
         for _ in 0..<starts {
             cStart.append(try Self.timeToExit([cClient, socket, "GetToken", group, "1"]))
             appStart.append(try Self.timeToExit([app, "--first-call", socket, group]))
             if let hello { helloStart.append(try Self.timeToExit([hello.path])) }
+            if let foundation { foundationStart.append(try Self.timeToExit([foundation.path])) }
         }
 
         let get = Self.median(library.map(\.p50))
@@ -114,15 +118,39 @@ struct ClientBenchmark {
                     value: milliseconds(UInt64(empty)), baseline: milliseconds(UInt64(cFirst)),
                     ratio: ratio(empty, cFirst)))
         }
+        if let foundation {
+            let linking = Self.median(foundationStart)
+            let linked = foundation.linkedAsApp ? "linked as authd-test-app" : "plain swiftc -static-stdlib"
+            report.add(
+                .init(
+                    measure:
+                        "Swift runtime and FoundationEssentials: an empty static async main that links it (\(linked)), spawn to exit (beside: authd-test-app's first call)",
+                    value: milliseconds(UInt64(linking)), baseline: milliseconds(UInt64(first)),
+                    ratio: ratio(linking, first)))
+        }
     }
 
-    /// Compiles an empty Swift program with an async main (`swiftc -O -static-stdlib`), linked as `app` is when
-    /// scripts/build-release built it (the linker and link flags it recorded in its build folder): the anchor
-    /// for what the Swift runtime alone costs a process start. Nil (with a message) without `swiftc`.
-    static func compileSwiftHello(into folder: String, linkedAs app: String) -> (path: String, linkedAsApp: Bool)? {
-        let source = folder + "/hello.swift"
-        let binary = folder + "/swift-hello"
-        let program = "@main enum Hello { static func main() async {} }\n"
+    /// The anchor for what the Swift runtime alone costs a process start.
+    static let emptyProgram = "@main enum Hello { static func main() async {} }\n"
+    /// The anchor for what the Swift runtime and FoundationEssentials, which the library's API uses (`Date`,
+    /// `URL`, `Data`), cost a process start: the program links it and runs none of it.
+    static let foundationProgram = """
+        import FoundationEssentials
+        @main enum Hello {
+            static func main() async {
+                if CommandLine.argc > 99 { print(Date.now, URL(string: "https://example.com") as Any, Data()) }
+            }
+        }
+
+        """
+
+    /// Compiles `program` (`swiftc -O -static-stdlib`), linked as `app` is when scripts/build-release built it
+    /// (the linker and link flags it recorded in its build folder). Nil (with a message) without `swiftc`.
+    static func compileSwiftProgram(_ program: String, named name: String, into folder: String, linkedAs app: String)
+        -> (path: String, linkedAsApp: Bool)?
+    {
+        let source = folder + "/\(name).swift"
+        let binary = folder + "/\(name)"
         guard FileManager.default.createFile(atPath: source, contents: Data(program.utf8)) else { return nil }
         let link = releaseLinkArguments(of: app)
         let compiler = Process()
@@ -131,12 +159,12 @@ struct ClientBenchmark {
         compiler.standardError = FileHandle.nullDevice
         compiler.standardOutput = FileHandle.nullDevice
         guard (try? compiler.run()) != nil else {
-            progress("  no swiftc: the empty Swift program's row is skipped")
+            progress("  no swiftc: the row of \(name) is skipped")
             return nil
         }
         compiler.waitUntilExit()
         guard compiler.terminationStatus == 0 else {
-            progress("  'swiftc -static-stdlib' failed: the empty Swift program's row is skipped")
+            progress("  'swiftc -static-stdlib' failed for \(name): its row is skipped")
             return nil
         }
         return (binary, !link.isEmpty)
