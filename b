@@ -1,4 +1,0 @@
-exponea-authd 1
-NIO-ELT-1-#1 0
-NIO-SGLTN-2-#1 10
-NIO-SGLTN-2-#2 10
