@@ -13,7 +13,9 @@ import Foundation
 /// - `ExponeaAuthClient`'s pre-flight + header (`authenticator.getAuthHeader()`), p50, beside the C client's
 ///   Preflight;
 /// - the first call from process start: spawn to exit of `authd-test-app --first-call` (one GetToken), beside
-///   the C client making one call. Measure a static build (`swift build -c release --static-swift-stdlib`).
+///   the C client making one call, and beside two Swift programs linked as authd-test-app is, an empty one and
+///   one that links FoundationEssentials. Measure the release build (`scripts/build-release --product
+///   authd-bench`): the anchors take its linker and link flags from its build folder.
 ///
 /// Both clients run as processes of their own (`authd-test-app --bench`, `c-client`), in alternating rounds;
 /// the figures are medians over the rounds. Without `cc` or without `authd-test-app` built next to
