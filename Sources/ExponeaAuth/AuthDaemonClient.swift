@@ -55,9 +55,7 @@ public final class AuthDaemonClient: Sendable {
     public static let defaultKeepAliveInterval = Duration.seconds(30)
 
     /// Connections without a call in flight, for the next calls.
-    private let idle = Mutex<[VarlinkConnection]>([])
-    /// How many idle connections are kept.
-    private static let maximumIdleConnections = 4
+    private let idle = Mutex(IdleConnections())
 
     /// Who may serve ``socketPath`` (checked with `SO_PEERCRED` before anything is sent).
     private let trusted: TrustedServer
@@ -93,7 +91,7 @@ public final class AuthDaemonClient: Sendable {
     }
 
     deinit {
-        for connection in idle.withLock({ $0 }) { connection.close() }
+        while let connection = idle.withLock({ $0.take() }) { connection.close() }
     }
 
     /// The two variables the default socket depends on, read without building the whole environment.
@@ -403,20 +401,14 @@ public final class AuthDaemonClient: Sendable {
     nonisolated(nonsending) private func checkOut() async throws(AuthClientError) -> (
         VarlinkConnection, reused: Bool
     ) {
-        while let connection = idle.withLock({ $0.popLast() }) {
+        while let connection = idle.withLock({ $0.take() }) {
             if connection.isUsable { return (connection, true) }
         }
         return (try await connectWithinBound(), false)
     }
 
     private func checkIn(_ connection: VarlinkConnection) {
-        let kept =
-            connection.isUsable
-            && idle.withLock { idle in
-                guard idle.count < Self.maximumIdleConnections else { return false }
-                idle.append(connection)
-                return true
-            }
+        let kept = connection.isUsable && idle.withLock { $0.keep(connection) }
         if !kept { connection.close() }
     }
 
