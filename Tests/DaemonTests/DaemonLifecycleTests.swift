@@ -81,7 +81,11 @@ struct DaemonLifecycleTests {
         }
         let line = supervisor.output.split(separator: "\n").first { $0.hasPrefix("DAEMON ") }
         let pid = try #require(line.flatMap { Int32($0.dropFirst("DAEMON ".count)) }, "\(supervisor.output)")
-        try #require(held && Self.threadWaits(in: pid, on: "seccomp"), "not held: \(supervisor.output)")
+        // The supervisor prints HELD once it has the open's notification, which the kernel queues just before the
+        // daemon's thread goes to sleep on it: the thread's wait is looked for until it shows.
+        let waiting =
+            held && BackgroundProcess.waitUntil(timeout: .seconds(5)) { Self.threadWaits(in: pid, on: "seccomp") }
+        try #require(waiting, "not held: \(supervisor.output)")
 
         let stopped = ContinuousClock.now
         kill(pid, SIGTERM)
