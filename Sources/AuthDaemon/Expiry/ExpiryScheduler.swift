@@ -86,12 +86,7 @@ public struct ExpiryScheduler: Sendable {
         // stored token was a fifth of a 100,000-group start-up's own work).
         var entry = Entry(expiresAt: expiresAt, pending: nil, reported: .valid, generation: 0)
         let event = Self.report(&entry, of: group, now: now)
-        entry.pending = ExpiryDeadline.next(expiresAt: expiresAt, after: now)
-        if let pending = entry.pending {
-            entry.generation = takeGeneration()
-            pendingCount += 1
-            heap.insert(Armed(date: pending.date, generation: entry.generation, group: group))
-        }
+        arm(&entry, of: group, now: now)
         if entries.updateValue(entry, forKey: group)?.pending != nil { pendingCount -= 1 }
         tidyHeap()
         return event.map { [$0] } ?? []
@@ -196,11 +191,18 @@ public struct ExpiryScheduler: Sendable {
     private mutating func arm(_ group: AppGroup, now: Date) {
         guard var entry = entries[group] else { return }
         if entry.pending != nil { pendingCount -= 1 }
-        entry.pending = ExpiryDeadline.next(expiresAt: entry.expiresAt, after: now)
+        arm(&entry, of: group, now: now)
         entries[group] = entry
+    }
+
+    /// Sets `entry`'s (of `group`) next deadline after `now` and, if there is one, pushes it and counts it
+    /// pending; the caller uncounts a deadline the entry had before.
+    private mutating func arm(_ entry: inout Entry, of group: AppGroup, now: Date) {
+        entry.pending = ExpiryDeadline.next(expiresAt: entry.expiresAt, after: now)
         guard let pending = entry.pending else { return }
         pendingCount += 1
-        push(group, date: pending.date)
+        entry.generation = takeGeneration()
+        heap.insert(Armed(date: pending.date, generation: entry.generation, group: group))
     }
 
     /// Pushes a new heap item for `group`, making every older one stale.
