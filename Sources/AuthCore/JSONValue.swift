@@ -74,6 +74,27 @@ package enum JSONValue: Sendable, Equatable {
         }.get()
     }
 
+    /// Parses one JSON document that is an object and hands each of its members in order to `member`, as
+    /// ``read(_:keepingNumbersOutOfRange:_:)`` and ``JSONValueReader/members(_:)`` do: the top level of a call, a
+    /// reply or a stored record.
+    ///
+    /// - Returns: False when the bytes are no JSON document, or one that is not an object.
+    package static func readObject(
+        _ bytes: UnsafeBufferPointer<UInt8>, keepingNumbersOutOfRange: Bool = false,
+        _ member: (JSONMemberName, inout JSONValueReader) throws(JSONSyntaxError) -> Void
+    ) -> Bool {
+        var isObject = true
+        let parsed =
+            (try? read(bytes, keepingNumbersOutOfRange: keepingNumbersOutOfRange) { document throws(JSONSyntaxError) in
+                guard document.isObject else {
+                    isObject = false
+                    return
+                }
+                try document.members(member)
+            }) != nil
+        return parsed && isObject
+    }
+
     /// The member `name` of an object; nil for a missing member or a value that is not an object.
     package subscript(name: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }

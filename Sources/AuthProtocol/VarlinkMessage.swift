@@ -38,27 +38,20 @@ public struct VarlinkCall: Sendable {
         var more: JSONValue?
         var upgrade: JSONValue?
         var parameters: JSONValue?
-        var isObject = true
+        // A member named twice keeps its last value.
         let parsed = message.withUnsafeBufferPointer { bytes in
-            (try? JSONValue.read(bytes, keepingNumbersOutOfRange: true) { document throws(JSONSyntaxError) in
-                guard document.isObject else {
-                    isObject = false
-                    return
+            JSONValue.readObject(bytes, keepingNumbersOutOfRange: true) { name, value throws(JSONSyntaxError) in
+                switch name {
+                case "method": method = try value.value()
+                case "parameters": parameters = try value.value()
+                case "oneway": oneway = try value.value()
+                case "more": more = try value.value()
+                case "upgrade": upgrade = try value.value()
+                default: break
                 }
-                // A member named twice keeps its last value.
-                try document.members { name, value throws(JSONSyntaxError) in
-                    switch name {
-                    case "method": method = try value.value()
-                    case "parameters": parameters = try value.value()
-                    case "oneway": oneway = try value.value()
-                    case "more": more = try value.value()
-                    case "upgrade": upgrade = try value.value()
-                    default: break
-                    }
-                }
-            }) != nil
+            }
         }
-        guard parsed, isObject, case .string(let name)? = method else { throw .notACall }
+        guard parsed, case .string(let name)? = method else { throw .notACall }
         func flag(_ value: JSONValue?) throws(VarlinkCallError) -> Bool {
             switch value {
             case nil, .null?: false

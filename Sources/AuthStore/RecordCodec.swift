@@ -153,28 +153,21 @@ package enum RecordCodec {
 
         /// The members of `plaintext`; nil when it is not a JSON object.
         init?(_ plaintext: Data) {
-            var isObject = true
             let parsed = plaintext.withUnsafeBytes { raw in
-                (try? JSONValue.read(raw.assumingMemoryBound(to: UInt8.self)) { document throws(JSONSyntaxError) in
-                    guard document.isObject else {
-                        isObject = false
-                        return
+                JSONValue.readObject(raw.assumingMemoryBound(to: UInt8.self)) { name, value throws(JSONSyntaxError) in
+                    switch name {
+                    case "schema": self.schema = try value.value()
+                    case "group": self.group = try value.value()
+                    case "customerIds": self.customerIds = try value.stringMap()
+                    case "generation": self.generation = try value.value()
+                    case "changedAt": self.changedAt = try value.value()
+                    case "token": self.token = try value.value()
+                    case "expiresAt": self.expiresAt = try value.value()
+                    default: break
                     }
-                    try document.members { name, value throws(JSONSyntaxError) in
-                        switch name {
-                        case "schema": self.schema = try value.value()
-                        case "group": self.group = try value.value()
-                        case "customerIds": self.customerIds = try value.stringMap()
-                        case "generation": self.generation = try value.value()
-                        case "changedAt": self.changedAt = try value.value()
-                        case "token": self.token = try value.value()
-                        case "expiresAt": self.expiresAt = try value.value()
-                        default: break
-                        }
-                    }
-                }) != nil
+                }
             }
-            guard parsed, isObject else { return nil }
+            guard parsed else { return nil }
         }
     }
 

@@ -549,24 +549,18 @@ public final class AuthDaemonClient: Sendable {
         var regular = true
         var parametersAreAnObject = true
         let parsed = reply.withUnsafeBufferPointer { bytes in
-            (try? JSONValue.read(bytes) { document throws(JSONSyntaxError) in
-                guard document.isObject else {
-                    regular = false
-                    return
+            JSONValue.readObject(bytes) { name, value throws(JSONSyntaxError) in
+                switch name {
+                case "error": if case .string = try value.value() { regular = false }
+                case "parameters" where value.isObject:
+                    parameters = try Result.reading(&value)
+                    (parametersRead, parametersAreAnObject) = (true, true)
+                case "parameters":
+                    parametersRead = false
+                    parametersAreAnObject = try value.value() == .null
+                default: break
                 }
-                try document.members { name, value throws(JSONSyntaxError) in
-                    switch name {
-                    case "error": if case .string = try value.value() { regular = false }
-                    case "parameters" where value.isObject:
-                        parameters = try Result.reading(&value)
-                        (parametersRead, parametersAreAnObject) = (true, true)
-                    case "parameters":
-                        parametersRead = false
-                        parametersAreAnObject = try value.value() == .null
-                    default: break
-                    }
-                }
-            }) != nil
+            }
         }
         guard parsed, regular, parametersAreAnObject else {
             _ = try replyParameters(reply)
