@@ -133,17 +133,17 @@ public final class BackgroundProcess: @unchecked Sendable {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self else { return }
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                self.lock.withLock { self.ended = true }
-            } else {
-                self.lock.withLock { self.collected.append(data) }
-            }
-        }
         try process.run()
+        PipeReader.start(
+            output.fileHandleForReading,
+            received: { [weak self] data in
+                guard let self else { return }
+                self.lock.withLock { self.collected.append(data) }
+            },
+            ended: { [weak self] in
+                guard let self else { return }
+                self.lock.withLock { self.ended = true }
+            })
     }
 
     /// Everything the process printed so far.

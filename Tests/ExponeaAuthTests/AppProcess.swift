@@ -29,12 +29,8 @@ final class AppProcess: Sendable {
         process.standardError = stdout
         let collected = self.collected
         let partial = Mutex(Data())
-        stdout.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                return
-            }
+        try process.run()
+        PipeReader.start(stdout.fileHandleForReading) { data in
             let complete: [String] = partial.withLock { buffer in
                 buffer.append(data)
                 var found: [String] = []
@@ -46,7 +42,6 @@ final class AppProcess: Sendable {
             }
             collected.lines.withLock { $0 += complete }
         }
-        try process.run()
         self.process = process
         self.input = stdin.fileHandleForWriting
     }
