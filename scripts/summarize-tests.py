@@ -26,6 +26,10 @@ for l in lines:
         cases += int(m[1]) - 1
 passed += cases
 
+# A test process that crashed prints no summary for the tests it did not reach: each crash counts as a failure.
+crashed = sum(1 for l in lines if re.search(r"exited with unexpected signal code \d+", l))
+failed += crashed
+
 # scripts/device-test: its last summary line counts its checks.
 device = [m for l in lines if (m := re.match(r"^device: (\d+) passed, (\d+) failed", l))]
 device_passed, device_failed = (int(device[-1][1]), int(device[-1][2])) if device else (0, 0)
@@ -36,5 +40,6 @@ total_skipped = xctest_skipped + skipped
 print(
     f"XCTest: {xctest_run} run, {xctest_failed} failed; Swift Testing: {passed} passed, {failed} failed, {skipped} skipped"
     + (f"; device: {device_passed} passed, {device_failed} failed" if device else "")
+    + (f"; {crashed} test process{'es' if crashed > 1 else ''} crashed (counted as failed)" if crashed else "")
 )
 print(f"{total_passed} passed, {total_failed} failed" + (f", {total_skipped} skipped" if total_skipped else ""))
