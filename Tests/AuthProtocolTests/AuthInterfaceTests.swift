@@ -45,19 +45,10 @@ struct AuthInterfaceTests {
                 interface = varlink.Interface(text)
                 print(interface.name, " ".join(sorted(interface.members)))
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Python.varlink)
-        process.arguments = ["-c", script]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(Data((AuthInterface.description + "\0" + VarlinkService.description).utf8))
-        try input.fileHandleForWriting.close()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(Python.varlink) with varlink (scripts/install-deps) is needed")
+        let result = try ChildProcess.run(
+            Python.varlink, ["-c", script], input: AuthInterface.description + "\0" + VarlinkService.description)
+        #expect(result.status == 0, "\(Python.varlink) with varlink (scripts/install-deps) is needed")
+        let printed = result.standardOutput
         let lines = printed.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines.first?.hasPrefix("com.exponea.Auth AcknowledgeFlush Anonymize ClaimRefresh Claims") == true)

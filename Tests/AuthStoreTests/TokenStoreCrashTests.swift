@@ -58,12 +58,9 @@ import Testing
         #expect(FileManager.default.createFile(atPath: progress, contents: nil))
         let output = try #require(FileHandle(forWritingAtPath: progress))
         defer { try? output.close() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: writer)
-        process.arguments = [fixture.storePath, "\(Self.groups)"]
-        process.environment = fixture.environment
-        process.standardOutput = output
-        try process.run()
+        let process = try SpawnedProcess(
+            writer, [fixture.storePath, "\(Self.groups)"], environment: fixture.environment,
+            standardOutput: .descriptor(output.fileDescriptor))
 
         let started = ContinuousClock.now
         while try lastReported(progress) <= previous, process.isRunning,
@@ -71,13 +68,12 @@ import Testing
         {
             try await Task.sleep(for: .milliseconds(5))
         }
-        try #require(process.isRunning, "the writer exited with status \(process.terminationStatus)")
+        try #require(process.isRunning, "the writer exited with status \(process.terminationStatus ?? -1)")
         try await Task.sleep(for: .milliseconds(Int.random(in: 300...800)))
 
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal)
-        #expect(process.terminationStatus == SIGKILL)
+        kill(process.pid, SIGKILL)
+        #expect(process.wait() == SIGKILL)
+        #expect(process.endedBySignal == true)
         return try lastReported(progress)
     }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
+import Synchronization
 
 /// Runs an executable to completion with the given standard input, capturing its output.
 public struct ChildProcess {
@@ -19,35 +20,46 @@ public struct ChildProcess {
         input: String = "",
         environment: [String: String]? = nil
     ) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let stdin = Pipe()
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.run()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try stdin.fileHandleForWriting.close()
-        // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
-        nonisolated(unsafe) var errorData = Data()
-        let errorRead = DispatchSemaphore(value: 0)
-        let errorReader = Thread {
-            errorData = stderr.fileHandleForReading.readDataToEndOfFile()
-            errorRead.signal()
+        let stdin = try SpawnPipe()
+        let stdout = try SpawnPipe()
+        let stderr = try SpawnPipe()
+        let process: SpawnedProcess
+        do {
+            process = try SpawnedProcess(
+                executable, arguments, environment: environment, standardInput: .descriptor(stdin.readEnd),
+                standardOutput: .descriptor(stdout.writeEnd), standardError: .descriptor(stderr.writeEnd))
+        } catch {
+            for descriptor in [stdin, stdout, stderr].flatMap({ [$0.readEnd, $0.writeEnd] }) { close(descriptor) }
+            throw error
         }
-        errorReader.start()
-        let outputData = stdout.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        for descriptor in [stdin.readEnd, stdout.writeEnd, stderr.writeEnd] { close(descriptor) }
+        // Fed on a thread of its own, as the output is read: a child that prints much before it reads its input
+        // must not block both sides.
+        let feeder = Thread {
+            let bytes = Array(input.utf8)
+            var sent = 0
+            while sent < bytes.count {
+                let count = bytes[sent...].withUnsafeBytes { write(stdin.writeEnd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                sent += count
+            }
+            close(stdin.writeEnd)
+        }
+        feeder.start()
+        // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
+        let errorData = Mutex(Data())
+        let errorRead = DispatchSemaphore(value: 0)
+        PipeReader.start(
+            stderr.readEnd, received: { data in errorData.withLock { $0.append(data) } }, ended: { errorRead.signal() })
+        let outputData = PipeReader.readToEnd(stdout.readEnd)
+        let status = process.wait()
         // Bounded: a grandchild that keeps standard error open must not hang the test.
         guard errorRead.wait(timeout: .now() + 30) == .success else { throw StandardErrorStillOpen() }
         return Result(
-            status: process.terminationStatus,
+            status: status,
             standardOutput: String(decoding: outputData, as: UTF8.self),
-            standardError: String(decoding: errorData, as: UTF8.self)
+            standardError: String(decoding: errorData.withLock { $0 }, as: UTF8.self)
         )
     }
 

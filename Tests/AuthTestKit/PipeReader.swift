@@ -8,16 +8,15 @@ import Foundation
 /// epoll bookkeeping, and the manager thread crashes on a freed note (swift-corelibs-libdispatch#949). A CI run
 /// lost a whole test process to it. A blocking read registers nothing with libdispatch.
 public enum PipeReader {
-    /// Starts reading `handle` until end of file, calling `received` with each chunk and `ended` once at the
-    /// end. The thread holds the handle until then.
+    /// Starts reading `descriptor` until end of file, calling `received` with each chunk and `ended` once at the
+    /// end; then closes it. The thread owns the descriptor.
     public static func start(
-        _ handle: FileHandle, received: @escaping @Sendable (Data) -> Void, ended: @escaping @Sendable () -> Void = {}
+        _ descriptor: Int32, received: @escaping @Sendable (Data) -> Void, ended: @escaping @Sendable () -> Void = {}
     ) {
         let thread = Thread {
-            let fd = handle.fileDescriptor
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
             while true {
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if count > 0 {
                     received(Data(buffer[..<count]))
                 } else if count < 0 && errno == EINTR {
@@ -26,8 +25,27 @@ public enum PipeReader {
                     break
                 }
             }
+            close(descriptor)
             ended()
         }
         thread.start()
+    }
+
+    /// Reads `descriptor` to its end on this thread, and closes it.
+    public static func readToEnd(_ descriptor: Int32) -> Data {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count > 0 {
+                data.append(contentsOf: buffer[..<count])
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                break
+            }
+        }
+        close(descriptor)
+        return data
     }
 }

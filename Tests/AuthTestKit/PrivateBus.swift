@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
+import Synchronization
 
 /// A private `dbus-daemon` for one test: its own socket in a temporary directory, a permissive policy, and
 /// monitoring allowed, so a test can own names, emit signals and watch them with `dbus-monitor`.
 public final class PrivateBus: @unchecked Sendable {
     /// The address to connect to (`unix:path=…`).
     public let address: String
-    private let process: Process
+    private let process: SpawnedProcess
+    /// The read end of the daemon's standard output, open while it runs.
+    private let output: Int32
+    private let stopped = Atomic(false)
     private let directory: TemporaryDirectory
 
     /// Starts the daemon and waits until it prints its address.
@@ -70,33 +74,41 @@ public final class PrivateBus: @unchecked Sendable {
         </busconfig>
         """.write(toFile: config, atomically: true, encoding: .utf8)
 
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--config-file=\(config)", "--nofork", "--nopidfile", "--print-address=1"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        address = try Self.readLine(output.fileHandleForReading)
+        let output = try SpawnPipe()
+        do {
+            process = try SpawnedProcess(
+                "/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--nopidfile", "--print-address=1"],
+                standardOutput: .descriptor(output.writeEnd), standardError: .null)
+        } catch {
+            close(output.readEnd)
+            close(output.writeEnd)
+            throw error
+        }
+        close(output.writeEnd)
+        self.output = output.readEnd
+        address = try Self.readLine(output.readEnd)
     }
 
     /// Stops the daemon and removes its directory.
     public func stop() {
         if process.isRunning {
             // SIGKILL: children of a test inherit its worker thread's signal mask, where SIGTERM is blocked.
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            kill(process.pid, SIGKILL)
         }
+        process.wait()
+        if stopped.exchange(true, ordering: .relaxed) == false { close(output) }
         directory.remove()
     }
 
     deinit { stop() }
 
-    private static func readLine(_ handle: FileHandle) throws -> String {
+    private static func readLine(_ descriptor: Int32) throws -> String {
         var bytes: [UInt8] = []
         while true {
-            let chunk = handle.readData(ofLength: 1)
-            guard let byte = chunk.first else { throw StartFailure() }
+            var byte: UInt8 = 0
+            let count = read(descriptor, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            guard count == 1 else { throw StartFailure() }
             if byte == UInt8(ascii: "\n") { break }
             bytes.append(byte)
         }
@@ -111,7 +123,7 @@ public final class PrivateBus: @unchecked Sendable {
 /// A program started in the background whose standard output and standard error are collected as they come,
 /// such as `dbus-monitor` or the daemon. Killed on `stop()`.
 public final class BackgroundProcess: @unchecked Sendable {
-    private let process = Process()
+    private let process: SpawnedProcess
     private let lock = NSLock()
     private var collected = Data()
     private var ended = false
@@ -127,15 +139,19 @@ public final class BackgroundProcess: @unchecked Sendable {
     ) throws {
         self.auditsTokens =
             auditsTokens ?? ([executable] + arguments).contains { $0.split(separator: "/").last == "exponea-authd" }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
+        let output = try SpawnPipe()
+        do {
+            process = try SpawnedProcess(
+                executable, arguments, environment: environment, standardOutput: .descriptor(output.writeEnd),
+                standardError: .descriptor(output.writeEnd))
+        } catch {
+            close(output.readEnd)
+            close(output.writeEnd)
+            throw error
+        }
+        close(output.writeEnd)
         PipeReader.start(
-            output.fileHandleForReading,
+            output.readEnd,
             received: { [weak self] data in
                 guard let self else { return }
                 self.lock.withLock { self.collected.append(data) }
@@ -150,21 +166,21 @@ public final class BackgroundProcess: @unchecked Sendable {
     public var output: String { lock.withLock { String(decoding: collected, as: UTF8.self) } }
 
     /// The process id.
-    public var pid: Int32 { process.processIdentifier }
+    public var pid: Int32 { process.pid }
 
     /// Whether it still runs.
     public var isRunning: Bool { process.isRunning }
 
-    /// Sends `signal` and waits for the process to end.
+    /// Sends `signal` and waits for the process to end; returns its exit status, or the signal that ended it.
     ///
     /// SIGKILL by default: a child of a test inherits the signal mask of the test's worker thread, which blocks
     /// SIGTERM, so only a program that waits for its signals itself (as exponea-authd does) sees SIGTERM.
     @discardableResult
     public func stop(signal: Int32 = SIGKILL) -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, signal) }
-        process.waitUntilExit()
+        if process.isRunning { kill(process.pid, signal) }
+        let status = process.wait()
         auditOutput()
-        return process.terminationStatus
+        return status
     }
 
     /// Once: checks the whole output (read up to its end, which comes a moment after the exit) for tokens.
@@ -176,8 +192,7 @@ public final class BackgroundProcess: @unchecked Sendable {
             return (String(decoding: collected, as: UTF8.self), !audited)
         }
         guard first else { return }
-        let name = process.executableURL?.lastPathComponent ?? "the process"
-        TestJWT.expectNoMintedToken(in: text, from: "\(name) (pid \(process.processIdentifier))")
+        TestJWT.expectNoMintedToken(in: text, from: "\(process.name) (pid \(process.pid))")
     }
 
     /// Polls `condition` every 20 ms until it holds or `timeout` passes.

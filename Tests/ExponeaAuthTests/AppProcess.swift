@@ -7,8 +7,10 @@ import Synchronization
 /// its standard input; its output lines are what the tests wait for. Killed when released.
 final class AppProcess: Sendable {
     let name: String
-    private let process: Process
-    private let input: FileHandle
+    private let process: SpawnedProcess
+    /// The write end of its standard input.
+    private let input: Int32
+    private let inputClosed = Atomic(false)
     private let collected = Lines()
 
     /// The lines printed so far, shared with the pipe's reader.
@@ -19,18 +21,18 @@ final class AppProcess: Sendable {
     /// Starts the app on `daemon`'s socket, with an async handler (or a plain one with `sync`).
     init(_ name: String, daemon: DaemonUnderTest, group: String = "shop", sync: Bool = false) throws {
         self.name = name
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try BuildProducts.executable("authd-test-app"))
-        process.arguments = [daemon.socketPath, group] + (sync ? ["--sync"] : [])
-        let stdin = Pipe()
-        let stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stdout
+        let stdin = try SpawnPipe()
+        let stdout = try SpawnPipe()
+        process = try SpawnedProcess(
+            try BuildProducts.executable("authd-test-app"), [daemon.socketPath, group] + (sync ? ["--sync"] : []),
+            standardInput: .descriptor(stdin.readEnd), standardOutput: .descriptor(stdout.writeEnd),
+            standardError: .descriptor(stdout.writeEnd))
+        close(stdin.readEnd)
+        close(stdout.writeEnd)
+        input = stdin.writeEnd
         let collected = self.collected
         let partial = Mutex(Data())
-        try process.run()
-        PipeReader.start(stdout.fileHandleForReading) { data in
+        PipeReader.start(stdout.readEnd) { data in
             let complete: [String] = partial.withLock { buffer in
                 buffer.append(data)
                 var found: [String] = []
@@ -42,13 +44,14 @@ final class AppProcess: Sendable {
             }
             collected.lines.withLock { $0 += complete }
         }
-        self.process = process
-        self.input = stdin.fileHandleForWriting
     }
 
-    deinit { kill() }
+    deinit {
+        kill()
+        if !inputClosed.exchange(true, ordering: .relaxed) { close(input) }
+    }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Every line it printed so far.
     var output: [String] { collected.lines.withLock { $0 } }
@@ -57,13 +60,22 @@ final class AppProcess: Sendable {
     func lines(_ prefix: String) -> [String] { output.filter { $0.hasPrefix(prefix) } }
 
     /// Sends one command line.
-    func send(_ line: String) { try? input.write(contentsOf: Data((line + "\n").utf8)) }
+    func send(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }  // it has exited
+            sent += count
+        }
+    }
 
     /// Kills it with SIGKILL (a crash) and waits until it is gone.
     func kill() {
         guard process.isRunning else { return }
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        Glibc.kill(process.pid, SIGKILL)
+        process.wait()
     }
 
     var isRunning: Bool { process.isRunning }

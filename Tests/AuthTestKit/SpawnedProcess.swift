@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import Synchronization
+
+/// A child process started with `posix_spawn` and reaped with `waitpid`.
+///
+/// Not Foundation's `Process`: on Linux its exit monitoring once missed a child's exit, leaving a zombie and
+/// `waitUntilExit` spinning on a CPU for as long as the test run lasted, and its output handlers crashed
+/// libdispatch (``PipeReader``). `waitpid` on the child's own pid cannot miss.
+///
+/// The child inherits the calling thread's signal mask, as it did through `Process`.
+public final class SpawnedProcess: Sendable {
+    /// Where one of the child's standard streams goes.
+    public enum Stream: Sendable {
+        /// The test process's own.
+        case inherit
+        /// `/dev/null`.
+        case null
+        /// A descriptor of the test's, duplicated onto the stream; the caller keeps and closes its own.
+        case descriptor(Int32)
+    }
+
+    /// The child's process id.
+    public let pid: pid_t
+    private let path: String
+    private let ended = Mutex<Int32?>(nil)
+
+    /// Starts `executable` with `arguments`.
+    ///
+    /// - Parameter environment: Replaces the environment when given; the test's is inherited otherwise.
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        standardInput: Stream = .inherit, standardOutput: Stream = .inherit, standardError: Stream = .inherit
+    ) throws {
+        path = executable
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (stream, target) in [
+            (standardInput, STDIN_FILENO), (standardOutput, STDOUT_FILENO), (standardError, STDERR_FILENO),
+        ] {
+            switch stream {
+            case .inherit: break
+            case .null:
+                posix_spawn_file_actions_addopen(
+                    &actions, target, "/dev/null", target == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+            case .descriptor(let descriptor): posix_spawn_file_actions_adddup2(&actions, descriptor, target)
+            }
+        }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { for entry in envp ?? [] { free(entry) } }
+        var child: pid_t = 0
+        let result = argv.withUnsafeBufferPointer { argv in
+            if let envp {
+                return envp.withUnsafeBufferPointer { envp in
+                    posix_spawn(&child, executable, &actions, nil, argv.baseAddress!, envp.baseAddress!)
+                }
+            }
+            return posix_spawn(&child, executable, &actions, nil, argv.baseAddress!, environ)
+        }
+        guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
+        pid = child
+    }
+
+    /// Whether it still runs (it is reaped once it has ended).
+    public var isRunning: Bool {
+        ended.withLock { ended in
+            guard ended == nil else { return false }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == pid else { return true }
+            ended = status
+            return false
+        }
+    }
+
+    /// Waits until it ends, and returns ``terminationStatus``.
+    @discardableResult
+    public func wait() -> Int32 {
+        if let status = ended.withLock({ $0 }) { return Self.decode(status) }
+        var status: Int32 = 0
+        var reaped: pid_t
+        repeat { reaped = waitpid(pid, &status, 0) } while reaped < 0 && errno == EINTR
+        return ended.withLock { ended in
+            // Another thread may have reaped it first (then this waitpid failed with ECHILD).
+            if reaped == pid && ended == nil { ended = status }
+            return Self.decode(ended ?? status)
+        }
+    }
+
+    /// Its exit status, or the number of the signal that ended it, as Foundation's `Process` has it; nil while
+    /// it runs.
+    public var terminationStatus: Int32? { ended.withLock { $0 }.map(Self.decode) }
+
+    /// Whether a signal ended it; nil while it runs.
+    public var endedBySignal: Bool? { ended.withLock { $0 }.map { $0 & 0x7f != 0 } }
+
+    /// The executable's file name, for messages.
+    public var name: String { path.split(separator: "/").last.map(String.init) ?? path }
+
+    private static func decode(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : signal
+    }
+}
+
+/// A pipe whose ends are closed on exec: the child gets its end by ``SpawnedProcess/Stream/descriptor(_:)``.
+public struct SpawnPipe: Sendable {
+    public let readEnd: Int32
+    public let writeEnd: Int32
+
+    public init() throws {
+        var ends: [Int32] = [0, 0]
+        // Close-on-exec from the start: a child another test spawns meanwhile must not hold a write end, or the
+        // reader would never see the end of the output.
+        guard systemPipe2(&ends, O_CLOEXEC) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        (readEnd, writeEnd) = (ends[0], ends[1])
+    }
+}
+
+/// `pipe2(2)`, which Swift's Glibc module hides behind `_GNU_SOURCE`.
+@_silgen_name("pipe2")
+private func systemPipe2(_ ends: UnsafeMutablePointer<Int32>, _ flags: Int32) -> Int32
