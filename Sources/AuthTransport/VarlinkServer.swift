@@ -10,8 +10,9 @@ import Synchronization
     import Glibc
 #endif
 
-/// Serves Varlink on a Unix stream socket: accepts connections (bounded in all and per user), reads each peer's
-/// credentials, and runs each connection's calls in order through a ``VarlinkCallHandler``.
+/// Serves Varlink on a Unix stream socket: accepts connections (bounded in all and per user) on every event loop,
+/// each kept on the loop that accepted it (``AcceptRotation``), reads each peer's credentials, and runs each
+/// connection's calls in order through a ``VarlinkCallHandler``.
 ///
 /// What one user can make the server hold is bounded: its connections (``Configuration/maximumConnectionsPerUser``),
 /// and on each connection the calls in flight (``Configuration/maximumCallsInFlight``, one-way calls included),
@@ -93,47 +94,73 @@ public final class VarlinkServer: Sendable {
     /// - Parameter listening: Called once the socket accepts connections.
     /// - Throws: ``VarlinkServerError`` when the socket cannot be bound or adopted.
     public func run(listening: @Sendable () -> Void = {}) async throws {
+        let descriptor: Int32
+        let failure: String
+        switch configuration.listen {
+        case .path(let path, let mode):
+            descriptor = try ListeningSocket.bind(path, mode: mode, backlog: 256)
+            failure = "cannot listen on \(path)"
+        case .descriptor(let passed):
+            descriptor = passed
+            failure = "cannot serve on the socket passed by systemd"
+        }
+        // A server channel on every event loop, each keeping the connections it accepts; one reads at a time.
+        let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+        let rotation = AcceptRotation(loops: loops.count)
+        var servers: [any Channel] = []
+        do {
+            for (index, loop) in loops.enumerated() {
+                let shared = index == 0 ? descriptor : try ListeningSocket.duplicate(descriptor)
+                do {
+                    servers.append(
+                        try await bootstrap(on: loop, index: index, rotation: rotation).withBoundSocket(shared).get())
+                } catch {
+                    if index > 0 { close(shared) }
+                    throw VarlinkServerError(message: "\(failure): \(error)")
+                }
+            }
+        } catch {
+            for server in servers { server.close(promise: nil) }
+            throw error
+        }
+        let bound = servers
+        rotation.serve(bound)
+        // One closing (an error) closes them all.
+        for server in bound {
+            server.closeFuture.whenComplete { _ in for other in bound { other.close(promise: nil) } }
+        }
+        listening()
+        await withTaskCancellationHandler {
+            for server in bound { try? await server.closeFuture.get() }
+        } onCancel: {
+            for server in bound { server.close(promise: nil) }
+        }
+        for connection in connections.withLock({ Array($0.values) }) { connection.close(promise: nil) }
+    }
+
+    /// The server channel of `loop`, the `index`th: the connections it accepts stay on `loop`. Only the first
+    /// reads from the start; ``AcceptRotation`` turns the others on and off.
+    private func bootstrap(on loop: any EventLoop, index: Int, rotation: AcceptRotation) -> ServerBootstrap {
         let backoff = TimeAmount.nanoseconds(Int64(configuration.acceptBackoff / .nanoseconds(1)))
-        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(ChannelOptions.backlog, value: 256)
+        return ServerBootstrap(group: loop)
+            .serverChannelOption(ChannelOptions.autoRead, value: index == 0)
+            // One accept per wake-up, so that the rotation's choice holds for the next connection of a burst.
+            .serverChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             // At the open file limit accept(2) fails at once and the socket stays readable: without a back-off the
             // loop would spin.
             .serverChannelInitializer { [logger, throttle] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
-                        AcceptBackoff(backoff: backoff, logger: logger, throttle: throttle)
+                        AcceptBackoff(
+                            backoff: backoff, logger: logger, throttle: throttle, rotation: rotation, loop: index)
                     )
                 }
             }
-            .childChannelInitializer { [self] channel in initialize(channel) }
-
-        let server: any Channel
-        switch configuration.listen {
-        case .path(let path, let mode):
-            try Self.removeStaleSocket(path)
-            do {
-                server = try await bootstrap.bind(unixDomainSocketPath: path).get()
-            } catch {
-                throw VarlinkServerError(message: "cannot listen on \(path): \(error)")
+            .childChannelInitializer { [self] channel in
+                rotation.opened(on: index)
+                channel.closeFuture.whenComplete { _ in rotation.closed(on: index) }
+                return initialize(channel)
             }
-            guard chmod(path, mode_t(mode)) == 0 else {
-                server.close(promise: nil)
-                throw VarlinkServerError(message: "cannot set the mode of \(path): \(String(cString: strerror(errno)))")
-            }
-        case .descriptor(let descriptor):
-            do {
-                server = try await bootstrap.withBoundSocket(descriptor).get()
-            } catch {
-                throw VarlinkServerError(message: "cannot serve on the socket passed by systemd: \(error)")
-            }
-        }
-        listening()
-        await withTaskCancellationHandler {
-            try? await server.closeFuture.get()
-        } onCancel: {
-            server.close(promise: nil)
-        }
-        for connection in connections.withLock({ Array($0.values) }) { connection.close(promise: nil) }
     }
 
     private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
@@ -291,69 +318,6 @@ public final class VarlinkServer: Sendable {
         try? await channel.eventLoop.submit {}.get()
         try? await channel.writeAndFlush(ByteBuffer()).get()
         try? await channel.close()
-    }
-
-    /// Removes a socket file nobody listens on any more; refuses to take over one that is served.
-    private static func removeStaleSocket(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
-            throw VarlinkServerError(message: "\(path) exists and is not a socket; move it away")
-        }
-        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(probe) }
-        let connected = UnixSocketAddress.withAddress(path) { connect(probe, $0, $1) }
-        if connected == 0 {
-            throw VarlinkServerError(message: "another process is serving \(path); is exponea-authd already running?")
-        }
-        unlink(path)
-    }
-}
-
-/// Stops accepting for a moment when accept(2) fails for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM),
-/// and logs it once per interval.
-///
-/// NIO's `AcceptBackoffHandler` does not help here: after a failed accept the server channel still has a read
-/// pending, so NIO never asks the handler for the next read and polls the listening socket, which stays
-/// readable, at once again: the loop spins. Turning auto-read off takes the socket out of the poll set; it goes
-/// back in after the back-off, and the clients that waited in the listening queue are accepted then.
-private final class AcceptBackoff: ChannelInboundHandler {
-    typealias InboundIn = Any
-
-    private let backoff: TimeAmount
-    private let logger: Logger
-    private let throttle: LogThrottle
-    private var pausing = false
-
-    init(backoff: TimeAmount, logger: Logger, throttle: LogThrottle) {
-        self.backoff = backoff
-        self.logger = logger
-        self.throttle = throttle
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard let failure = error as? IOError, [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(failure.errnoCode) else {
-            context.fireErrorCaught(error)
-            return
-        }
-        if let count = throttle.admit("accept", uid: getuid()) {
-            logger.warning(
-                """
-                Cannot accept connections: \(failure); trying again every \(backoff.nanoseconds / 1_000_000) ms \
-                (raise LimitNOFILE= or lower --max-connections)\(LogThrottle.suffix(count))
-                """,
-                metadata: ["authd.count": "\(count)"]
-            )
-        }
-        guard !pausing else { return }
-        pausing = true
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
-        let channel = context.channel
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        context.eventLoop.scheduleTask(in: backoff) {
-            handler.value.pausing = false
-            try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
-        }
     }
 }
 

@@ -4,6 +4,7 @@ import AuthTestKit
 import AuthTransport
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 import Testing
 
@@ -16,6 +17,13 @@ struct VarlinkServerTests {
 
         struct PeerReply: Codable, Sendable { var pid: Int32, uid: UInt32, gid: UInt32 }
         struct Blob: Codable, Sendable { var data: String }
+        struct ThreadReply: Codable, Sendable { var thread: UInt }
+
+        /// test.Thread: the thread of the event loop that serves the connection.
+        func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
+            guard call.method == "test.Thread" else { return nil }
+            return try? VarlinkReplyEncoder.reply(ThreadReply(thread: UInt(pthread_self())))
+        }
 
         func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
             switch call.method {
@@ -72,6 +80,82 @@ struct VarlinkServerTests {
             defer { client.close() }
             let reply = try await offPool { [client] in try client.exchange(#"{"method":"test.Peer"}"#) }
             #expect(reply == #"{"parameters":{"gid":\#(getgid()),"pid":\#(getpid()),"uid":\#(getuid())}}"#)
+        }
+    }
+
+    @Test func oneShotConnectionsAreServedByTheLoopThatAcceptedThemAndHeldOnesSpread() async throws {
+        try await withServer { server, path in
+            func thread(of client: UnixClient) async throws -> String {
+                try await offPool { [client] in try client.exchange(#"{"method":"test.Thread"}"#) }
+            }
+            // One connection at a time, each closed before the next: all served by the one loop that accepts.
+            var oneShot: Set<String> = []
+            for _ in 0..<6 {
+                let client = try UnixClient(path: path)
+                oneShot.insert(try await thread(of: client))
+                client.close()
+                #expect(await BackgroundProcess.eventually { server.connectionCount == 0 })
+            }
+            #expect(oneShot.count == 1)
+
+            // Connections held open move the accepting to another loop (NIO's shared group has one per core).
+            let held = try (0..<4).map { _ in try UnixClient(path: path) }
+            defer { for client in held { client.close() } }
+            var threads: Set<String> = []
+            for client in held { threads.insert(try await thread(of: client)) }
+            #expect(threads.count == min(2, System.coreCount))
+        }
+    }
+
+    /// Connections opened, held and closed at random by three clients at once move the accepting loop back and
+    /// forth; every one is accepted and answered. (Two loops reading at once would wake one for a connection the
+    /// other took, which NIO's debug build asserts against; one stopping before another starts would strand the
+    /// waiting ones.)
+    @Test func everyConnectionIsAnsweredWhileTheAcceptingLoopMoves() async throws {
+        try await withServer { server, path in
+            try await withThrowingTaskGroup(of: (opened: Int, answered: Int).self) { group in
+                for seed in 1...3 {
+                    group.addTask {
+                        try await offPool {
+                            var random = SplitMix(seed: UInt64(seed))
+                            var held: [UnixClient] = []
+                            defer { for client in held { client.close() } }
+                            var (opened, answered) = (0, 0)
+                            for _ in 0..<600 {
+                                if !held.isEmpty && (held.count > 12 || random.next() % 100 < 45) {
+                                    held.remove(at: Int(random.next() % UInt64(held.count))).close()
+                                    continue
+                                }
+                                let client = try UnixClient(path: path, receiveTimeout: .seconds(5))
+                                opened += 1
+                                if try client.exchange(#"{"method":"test.Thread"}"#).contains("thread") {
+                                    answered += 1
+                                }
+                                if random.next() % 100 < 60 { held.append(client) } else { client.close() }
+                            }
+                            return (opened, answered)
+                        }
+                    }
+                }
+                for try await client in group {
+                    #expect(client.opened > 100)
+                    #expect(client.answered == client.opened)
+                }
+            }
+            #expect(await BackgroundProcess.eventually { server.connectionCount == 0 })
+        }
+    }
+
+    /// A small deterministic generator, so that a failure can be run again as it was.
+    struct SplitMix {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
         }
     }
 

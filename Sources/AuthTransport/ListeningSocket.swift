@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The listening Unix socket the server binds itself when systemd passes none: made here, not by NIO's
+/// bootstrap, so that every event loop's server channel can serve it (``AcceptRotation``).
+enum ListeningSocket {
+    /// Binds a socket at `path`, gives the file `mode` and listens. A stale socket file is replaced; one that
+    /// another process serves is an error.
+    ///
+    /// - Returns: The listening descriptor (close-on-exec).
+    static func bind(_ path: String, mode: UInt32, backlog: Int32) throws(VarlinkServerError) -> Int32 {
+        try removeStale(path)
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw failure("cannot listen on \(path)") }
+        // The mode is set before listen(2): no client can connect while the file has the umask's.
+        guard UnixSocketAddress.withAddress(path, { Glibc.bind(descriptor, $0, $1) }) == 0 else {
+            let error = failure("cannot listen on \(path)")
+            close(descriptor)
+            throw error
+        }
+        guard chmod(path, mode_t(mode)) == 0 else {
+            let error = failure("cannot set the mode of \(path)")
+            close(descriptor)
+            unlink(path)
+            throw error
+        }
+        guard listen(descriptor, backlog) == 0 else {
+            let error = failure("cannot listen on \(path)")
+            close(descriptor)
+            unlink(path)
+            throw error
+        }
+        return descriptor
+    }
+
+    /// A second descriptor of the same socket, for another loop's server channel.
+    static func duplicate(_ descriptor: Int32) throws(VarlinkServerError) -> Int32 {
+        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard copy >= 0 else { throw failure("cannot share the listening socket between event loops") }
+        return copy
+    }
+
+    /// Removes a socket file nobody listens on any more; refuses to take over one that is served.
+    private static func removeStale(_ path: String) throws(VarlinkServerError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+            throw VarlinkServerError(message: "\(path) exists and is not a socket; move it away")
+        }
+        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(probe) }
+        let connected = UnixSocketAddress.withAddress(path) { connect(probe, $0, $1) }
+        if connected == 0 {
+            throw VarlinkServerError(message: "another process is serving \(path); is exponea-authd already running?")
+        }
+        unlink(path)
+    }
+
+    private static func failure(_ what: String) -> VarlinkServerError {
+        VarlinkServerError(message: "\(what): \(String(cString: strerror(errno)))")
+    }
+}
