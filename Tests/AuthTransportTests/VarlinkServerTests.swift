@@ -117,7 +117,7 @@ struct VarlinkServerTests {
                 for seed in 1...3 {
                     group.addTask {
                         try await offPool {
-                            var random = SplitMix(seed: UInt64(seed))
+                            var random = SplitMix64(seed: UInt64(seed))
                             var held: [UnixClient] = []
                             defer { for client in held { client.close() } }
                             var (opened, answered) = (0, 0)
@@ -143,19 +143,6 @@ struct VarlinkServerTests {
                 }
             }
             #expect(await BackgroundProcess.eventually { server.connectionCount == 0 })
-        }
-    }
-
-    /// A small deterministic generator, so that a failure can be run again as it was.
-    struct SplitMix {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
         }
     }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
+import AuthTestKit
 import Foundation
 import Testing
 
@@ -337,20 +338,5 @@ struct ExpirySchedulerTests {
         #expect(seen.count == 10_000)
         #expect(seen.values.allSatisfy { $0 == [.expiredSoon, .expired] || $0 == [.expired] })
         #expect(seen.values.contains { $0 == [.expired] })
-    }
-}
-
-/// A small seeded generator, so the random tests are reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
     }
 }
