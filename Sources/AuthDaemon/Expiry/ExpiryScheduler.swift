@@ -119,8 +119,8 @@ public struct ExpiryScheduler: Sendable {
             if pending.state == .expiredSoon && entry.expiresAt <= now {
                 // Skip the stale expiredSoon: queue expired, which is due too and comes out in deadline order.
                 entry.pending = ExpiryDeadline(state: .expired, date: entry.expiresAt)
+                push(&entry, of: top.group, date: entry.expiresAt)
                 entries[top.group] = entry
-                push(top.group, date: entry.expiresAt)
                 continue
             }
             entry.reported = pending.state
@@ -201,15 +201,13 @@ public struct ExpiryScheduler: Sendable {
         entry.pending = ExpiryDeadline.next(expiresAt: entry.expiresAt, after: now)
         guard let pending = entry.pending else { return }
         pendingCount += 1
-        entry.generation = takeGeneration()
-        heap.insert(Armed(date: pending.date, generation: entry.generation, group: group))
+        push(&entry, of: group, date: pending.date)
     }
 
-    /// Pushes a new heap item for `group`, making every older one stale.
-    private mutating func push(_ group: AppGroup, date: Date) {
-        let generation = takeGeneration()
-        entries[group]?.generation = generation
-        heap.insert(Armed(date: date, generation: generation, group: group))
+    /// Pushes a new heap item for `entry` (of `group`), making every older one stale; the caller stores the entry.
+    private mutating func push(_ entry: inout Entry, of group: AppGroup, date: Date) {
+        entry.generation = takeGeneration()
+        heap.insert(Armed(date: date, generation: entry.generation, group: group))
     }
 
     private mutating func takeGeneration() -> UInt64 {
