@@ -1,15 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 /// The connections of an ``AuthDaemonClient`` without a call in flight, kept for its next calls: at most
-/// ``capacity``, the last kept taken first.
+/// four, the last kept taken first.
 ///
 /// Slots of a fixed count, not an array: the metadata of an array of a class type is made at run time, by
 /// demangling its name, the first time it is used (20,000 instructions fewer for an app's first call from process
 /// start, callgrind).
 struct IdleConnections {
-    /// How many connections are kept.
-    static let capacity = 4
-
     private var slots: InlineArray<4, VarlinkConnection?> = .init(repeating: nil)
     private var count = 0
 
@@ -21,9 +18,9 @@ struct IdleConnections {
         return slots[count]
     }
 
-    /// Keeps `connection`; false when ``capacity`` are kept already.
+    /// Keeps `connection`; false when every slot is taken.
     mutating func keep(_ connection: VarlinkConnection) -> Bool {
-        guard count < Self.capacity else { return false }
+        guard count < slots.count else { return false }
         slots[count] = connection
         count += 1
         return true
