@@ -44,12 +44,47 @@ package struct ParameterDecoder {
 
     /// A number as an integer of type `T`, as the decoder reads one: written as one (`5`), or as a number with
     /// an integral value in range (`5.0`, `5e0`); nil for anything else. (The client's hand-written reply
-    /// readers read integers with it too.)
+    /// readers read integers with it too, through ``uint64(_:)`` and ``int(_:)``.)
     package static func integer<T: FixedWidthInteger>(_ value: JSONValue, as type: T.Type) -> T? {
         guard case .number(let literal) = value else { return nil }
-        if let exact = T(literal) { return exact }
+        if let exact = decimal(literal, as: type) { return exact }
+        // Written as an integer but out of range: not rounded into range through a double.
+        guard literal.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 | 0x20 == UInt8(ascii: "e") }) else {
+            return nil
+        }
         guard let number = Double(literal), number.isFinite, number == number.rounded(.towardZero) else { return nil }
         return T(exactly: number)
+    }
+
+    /// ``integer(_:as:)`` for `UInt64`, specialized here: a generic function called from another module runs
+    /// unspecialized, with the runtime's witness lookups on a client's first call.
+    package static func uint64(_ value: JSONValue) -> UInt64? { integer(value, as: UInt64.self) }
+
+    /// ``integer(_:as:)`` for `Int`, specialized here.
+    package static func int(_ value: JSONValue) -> Int? { integer(value, as: Int.self) }
+
+    /// A literal of an optional minus and digits only, as `T`; nil for anything else or out of range. Read
+    /// byte by byte: the standard library's `T(String)` makes generic metadata on its first use, which a client's
+    /// first call would pay for.
+    private static func decimal<T: FixedWidthInteger>(_ literal: String, as _: T.Type) -> T? {
+        var value: T = 0
+        var negative = false
+        var digits = 0
+        for byte in literal.utf8 {
+            if byte == UInt8(ascii: "-"), digits == 0, !negative {
+                negative = true
+                continue
+            }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            let digit = T(byte - UInt8(ascii: "0"))
+            let (tens, wide) = value.multipliedReportingOverflow(by: 10)
+            let (next, over) =
+                negative ? tens.subtractingReportingOverflow(digit) : tens.addingReportingOverflow(digit)
+            guard !wide, !over else { return nil }
+            value = next
+            digits += 1
+        }
+        return digits > 0 ? value : nil
     }
 
     /// The top-level member a decoding error is about.

@@ -93,6 +93,25 @@ struct VarlinkMessageTests {
         #expect(parameters.after == 2 && parameters.timeoutMs == 5)
     }
 
+    /// An integer is read exactly: one written as an integer out of range is no integer (a double would round
+    /// it into range), and one written with a fraction or an exponent is one only when its value is integral.
+    @Test func integersAreReadExactly() {
+        func integer<T: FixedWidthInteger>(_ literal: String, as type: T.Type) -> T? {
+            ParameterDecoder.integer(.number(literal), as: type)
+        }
+        #expect(integer("-9223372036854775808", as: Int64.self) == .min)
+        #expect(integer("-9223372036854775809", as: Int64.self) == nil)
+        #expect(integer("18446744073709551615", as: UInt64.self) == .max)
+        #expect(integer("18446744073709551616", as: UInt64.self) == nil)
+        #expect(integer("-0", as: UInt64.self) == 0)
+        #expect(integer("-1", as: UInt64.self) == nil)
+        #expect(integer("1.5", as: Int.self) == nil)
+        #expect(integer("15e-1", as: Int.self) == nil)
+        #expect(integer("150E-1", as: Int.self) == 15)
+        #expect(integer("2.0", as: UInt8.self) == 2)
+        #expect(integer("256", as: UInt8.self) == nil)
+    }
+
     /// A parameter the method does not take is refused, naming it, by every way parameters are read.
     @Test func anUnknownParameterIsRefusedNamingIt() throws {
         let extra = try call(

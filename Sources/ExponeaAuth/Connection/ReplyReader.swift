@@ -89,9 +89,15 @@ extension JSONValueReader {
         return .read(string)
     }
 
-    /// An integer (`5` or `5.0`) that fits `T`.
-    mutating func integer<T: FixedWidthInteger>(as type: T.Type) throws(JSONSyntaxError) -> ReplyField<T> {
-        guard let integer = ParameterDecoder.integer(try value(), as: type) else { return .invalid }
+    /// An integer (`5` or `5.0`) that fits a `UInt64`.
+    mutating func uint64() throws(JSONSyntaxError) -> ReplyField<UInt64> {
+        guard let integer = ParameterDecoder.uint64(try value()) else { return .invalid }
+        return .read(integer)
+    }
+
+    /// An integer (`5` or `5.0`) that fits an `Int`.
+    mutating func int() throws(JSONSyntaxError) -> ReplyField<Int> {
+        guard let integer = ParameterDecoder.int(try value()) else { return .invalid }
         return .read(integer)
     }
 
@@ -132,7 +138,7 @@ extension GetTokenResult: ReplyReadable {
             switch name {
             case "token": token = try value.optionalString()
             case "claims": claims = try value.optionalObject(ClaimsPayload.reading)
-            case "generation": generation = try value.integer(as: UInt64.self)
+            case "generation": generation = try value.uint64()
             default: break
             }
         }
@@ -179,7 +185,7 @@ extension PreflightResult: ReplyReadable {
             case "token": token = try value.optionalString()
             case "state": state = try value.string()
             case "reason": reason = try value.optionalString()
-            case "generation": generation = try value.integer(as: UInt64.self)
+            case "generation": generation = try value.uint64()
             default: break
             }
         }
@@ -201,8 +207,8 @@ extension CountGroupsResult: ReplyReadable {
         var withToken = ReplyField<Int>.missing
         try parameters.members { name, value throws(JSONSyntaxError) in
             switch name {
-            case "groups": groups = try value.integer(as: Int.self)
-            case "withToken": withToken = try value.integer(as: Int.self)
+            case "groups": groups = try value.int()
+            case "withToken": withToken = try value.int()
             default: break
             }
         }

@@ -19,41 +19,36 @@
 /// The system user's uid is looked up (NSS) only when the server is neither root nor this user, so that the common
 /// case costs a process nothing at start-up.
 struct TrustedServer: Hashable, Sendable {
-    /// The uids accepted besides the system user's (an array: a `Set` costs a process start a conformance
-    /// lookup).
-    var uids: [UInt32]
-    /// Whether the system user `exponea-authd` is accepted too.
+    /// This process's effective uid, when a server running as this user is accepted.
+    var user: UInt32?
+    /// Whether the system user `exponea-authd` is accepted too. Root always is.
     var systemUser: Bool
-    /// Who is accepted, besides the system user, for the message when the server is none of them.
-    var others: String
 
     /// The system daemon's user, as `systemd/exponea-authd.sysusers` creates it.
     static let systemUserName = "exponea-authd"
 
     /// For the system daemon's socket.
-    static var systemDaemon: TrustedServer { TrustedServer(uids: [0], systemUser: true, others: "root") }
+    static var systemDaemon: TrustedServer { TrustedServer(user: nil, systemUser: true) }
 
     /// For the user daemon's socket: this user's (effective uid) or root's.
-    static var userDaemon: TrustedServer {
-        let uid = geteuid()
-        return TrustedServer(uids: [0, uid], systemUser: false, others: "this user (uid \(uid)) or root")
-    }
+    static var userDaemon: TrustedServer { TrustedServer(user: geteuid(), systemUser: false) }
 
     /// For a socket given explicitly, which may be either daemon's.
-    static var eitherDaemon: TrustedServer {
-        let user = geteuid()
-        return TrustedServer(uids: [0, user], systemUser: true, others: "this user (uid \(user)), root")
-    }
+    static var eitherDaemon: TrustedServer { TrustedServer(user: geteuid(), systemUser: true) }
 
     /// Whether a server running as `uid` is accepted.
     func accepts(_ uid: UInt32) -> Bool {
-        uids.contains(uid) || (systemUser && Self.systemUserID == uid)
+        uid == 0 || uid == user || (systemUser && Self.systemUserID == uid)
     }
 
-    /// What the accepted uids are, for the message when the server is none of them.
+    /// Who is accepted, for the message when the server is none of them; made only then, so that a connection
+    /// formats nothing.
     var expected: String {
-        guard systemUser, let uid = Self.systemUserID else { return others }
-        return others + " or \(Self.systemUserName) (uid \(uid))"
+        var names = user.map { ["this user (uid \($0))"] } ?? []
+        names.append("root")
+        if systemUser, let uid = Self.systemUserID { names.append("\(Self.systemUserName) (uid \(uid))") }
+        guard let last = names.popLast(), !names.isEmpty else { return "root" }
+        return names.joined(separator: ", ") + " or " + last
     }
 
     /// The uid of ``systemUserName``, looked up once per process; nil when there is no such user.
