@@ -22,11 +22,14 @@ public enum AuthCtlProgram {
     /// Runs `authctl` with `arguments` (the command line without the program name) and exits the process with
     /// its status; it never returns.
     ///
-    /// The caller is synchronous: the command runs as the main task on the main actor, which `dispatchMain()`
-    /// drains on this thread, as an `async` `@main` does. The multi-call binary's `main.swift` must stay
-    /// synchronous, because the daemon installs its own executor for Swift concurrency before the first task.
+    /// The caller is synchronous: the command runs as a task on the main actor, started at once on this thread
+    /// (`Task.immediate`), as an `async` `@main` starts. A command that never waits (`get` and `status`, whose
+    /// call the library makes on the calling thread) ends and exits before `dispatchMain()`, which would end this
+    /// thread with `pthread_exit` (glibc then loads libgcc_s to unwind it) and drain the main actor on
+    /// libdispatch's threads. The multi-call binary's `main.swift` must stay synchronous, because the daemon
+    /// installs its own executor for Swift concurrency before the first task.
     public static func main(_ arguments: [String]) -> Never {
-        Task { @MainActor in
+        Task.immediate { @MainActor in
             await AuthCtl.main(arguments: arguments)
             exit(0)
         }
@@ -59,7 +62,9 @@ struct AuthCtl: AsyncParsableCommand {
 
     /// As `AsyncParsableCommand.main(_:)`, but a wrong command line exits with 2 (argument-parser's default is
     /// EX_USAGE, 64) and its message starts with `authctl:` like every other error.
-    static func main(arguments commandLine: [String]) async {
+    /// On the caller's actor (`nonisolated(nonsending)`), as the fast path's commands and the library's calls
+    /// are: `get` and `status` run on the main thread from start to exit, with no thread started.
+    nonisolated(nonsending) static func main(arguments commandLine: [String]) async {
         // A token read from standard input or received from the daemon must not reach a core dump (as ssh-agent
         // does); a failure changes nothing else, so it is not reported.
         _ = authd_disable_core_dumps()

@@ -34,7 +34,7 @@ extension AuthCtl {
         }
 
         /// What `status` does once its command line is read (by ArgumentParser, or by ``FastCommandLine``).
-        static func printStatus(json: Bool, client: AuthDaemonClient) async throws {
+        nonisolated(nonsending) static func printStatus(json: Bool, client: AuthDaemonClient) async throws {
             // The daemon counts (CountGroups): with thousands of groups, the list itself would be most of the work.
             let (info, counts): (DaemonInfo, CountGroupsResult)
             do {

@@ -73,9 +73,9 @@ extension AuthCtl {
 
         /// What `get` does once its command line is read (by ArgumentParser, or by ``FastCommandLine``): prints the
         /// group's token, or its JSON, and ends with exit status 3 without a usable token.
-        static func printToken(group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient)
-            async throws
-        {
+        nonisolated(nonsending) static func printToken(
+            group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient
+        ) async throws {
             do {
                 try await fetchAndPrint(group: name, header: header, wait: wait, json: json, client: client)
             } catch let error as AuthClientError {
@@ -83,7 +83,7 @@ extension AuthCtl {
             }
         }
 
-        private static func fetchAndPrint(
+        nonisolated(nonsending) private static func fetchAndPrint(
             group name: String, header: Bool, wait: Int?, json: Bool, client: AuthDaemonClient
         ) async throws {
             if let wait {
