@@ -68,8 +68,6 @@ struct AuthCtl: AsyncParsableCommand {
         // A token read from standard input or received from the daemon must not reach a core dump (as ssh-agent
         // does); a failure changes nothing else, so it is not reported.
         _ = authd_disable_core_dumps()
-        // One command, one connection at a time: one event-loop thread, not one per core, to start.
-        NIOSingletons.groupLoopCountSuggestion = 1
         let arguments = Self.expandingOptionalValues(commandLine)
         if let fast = FastCommandLine(arguments) {
             do {
@@ -88,6 +86,9 @@ struct AuthCtl: AsyncParsableCommand {
                 exit(withError: error)
             }
         }
+        // One command, one connection at a time: one event-loop thread, not one per core, should a command
+        // subscribe (the fast path's calls use none).
+        NIOSingletons.groupLoopCountSuggestion = 1
         do {
             var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {

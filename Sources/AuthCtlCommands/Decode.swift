@@ -48,7 +48,7 @@ extension AuthCtl {
                 throw AuthCtlExit.failure
             }
             let now = Date()
-            print(json ? Self.json(jwt, now: now) : Self.text(jwt, now: now))
+            printLine(json ? Self.json(jwt, now: now) : Self.text(jwt, now: now))
         }
 
         static func text(_ jwt: StreamJWT, now: Date) -> String {

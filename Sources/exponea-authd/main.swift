@@ -7,7 +7,10 @@ import AuthCtlCommands
 import AuthDaemonCommand
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-if CommandLine.arguments.first?.split(separator: "/").last == "authctl" {
+// The last part of the name, compared without splitting it: an array of substrings costs a start metadata made
+// from its mangled name.
+let name = CommandLine.arguments.first ?? ""
+if name == "authctl" || name.hasSuffix("/authctl") {
     AuthCtlProgram.main(arguments)
 } else {
     ExponeaAuthdProgram.main(arguments)
