@@ -177,7 +177,7 @@ public struct Daemon: Sendable {
     /// The one-line status for `systemctl status`, computed by the service's actor (`clients`: nil when not
     /// serving yet).
     func statusLine(clients: Int?) async -> String {
-        let (groups, withToken) = await service.groupCounts()
+        let (groups, withToken) = service.groupCounts()
         let held = "Holding \(groups) app group\(groups == 1 ? "" : "s") (\(withToken) with a token)"
         guard let clients else { return held }
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"

@@ -70,9 +70,16 @@ extension VarlinkCallHandler {
 public struct VarlinkServiceHandler: VarlinkCallHandler {
     private let info: VarlinkService.Info
     private let interfaces: [String: (description: String, handler: any VarlinkCallHandler)]
-    /// Each interface's handler after its name and a dot, for ``answerImmediately(_:from:)``: matching the
-    /// method's bytes against these costs less than making its interface a string and hashing it.
-    private let prefixes: [(prefix: [UInt8], handler: any VarlinkCallHandler)]
+    /// Each interface's name and a dot, with what answers its calls at once, for ``answerImmediately(_:from:)``:
+    /// matching the method's bytes against these costs less than making its interface a string and hashing it.
+    private let prefixes: [(prefix: [UInt8], answerer: Answerer)]
+
+    /// What answers an interface's calls at once.
+    private enum Answerer {
+        /// `org.varlink.service`: this handler, from what it holds.
+        case service
+        case interface(any VarlinkCallHandler)
+    }
 
     /// - Parameter interfaces: Each served interface's name, description and handler.
     public init(
@@ -85,7 +92,9 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         var served: [String: (String, any VarlinkCallHandler)] = [:]
         for interface in interfaces { served[interface.name] = (interface.description, interface.handler) }
         self.interfaces = served
-        self.prefixes = interfaces.map { (Array(($0.name + ".").utf8), $0.handler) }
+        self.prefixes =
+            interfaces.map { (Array(($0.name + ".").utf8), .interface($0.handler)) }
+            + [(Array((VarlinkService.name + ".").utf8), .service)]
         self.info = VarlinkService.Info(
             vendor: vendor,
             product: product,
@@ -107,7 +116,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
             guard !call.upgrade else { throw VarlinkError.methodNotImplemented(call.method) }
             guard let interface = call.interface else { throw VarlinkError.interfaceNotFound(call.method) }
             if interface == VarlinkService.name {
-                try serviceCall(call, reply)
+                try reply.send(serviceReply(call))
             } else if let served = interfaces[interface] {
                 await served.handler.handle(call, from: peer, connection: connection, replies: replies)
             } else {
@@ -130,29 +139,42 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         // with memcmp and memchr over the bytes (the generic `starts(with:)` and `contains` over a String's
         // UTF8View took 1,500 instructions, 7% of the daemon's per GetToken).
         var method = call.method
-        let handler = method.withUTF8 { method -> (any VarlinkCallHandler)? in
+        let answerer = method.withUTF8 { method -> Answerer? in
             guard let base = method.baseAddress else { return nil }
-            for (prefix, handler) in prefixes where method.count >= prefix.count {
+            for (prefix, answerer) in prefixes where method.count >= prefix.count {
                 let rest = (start: base + prefix.count, count: method.count - prefix.count)
                 let matches = prefix.withUnsafeBytes { memcmp(base, $0.baseAddress!, $0.count) == 0 }
-                if matches && memchr(rest.start, Int32(UInt8(ascii: ".")), rest.count) == nil { return handler }
+                if matches && memchr(rest.start, Int32(UInt8(ascii: ".")), rest.count) == nil { return answerer }
             }
             return nil
         }
-        return handler?.answerImmediately(call, from: peer)
+        switch answerer {
+        case .interface(let handler): return handler.answerImmediately(call, from: peer)
+        case .service where !call.oneway:
+            // What this handler holds: a client's first call (`authctl status` asks GetInfo) needs no other thread.
+            do {
+                return try serviceReply(call)
+            } catch let error as VarlinkError {
+                return VarlinkReplyEncoder.error(error)
+            } catch {
+                return nil
+            }
+        case .service, nil: return nil
+        }
     }
 
-    private func serviceCall(_ call: VarlinkCall, _ reply: VarlinkReplies) throws {
+    /// The reply to an `org.varlink.service` call.
+    private func serviceReply(_ call: VarlinkCall) throws -> [UInt8] {
         switch call.method {
         case "org.varlink.service.GetInfo":
             _ = try call.parameters(EmptyPayload.self)  // refuses a parameter, as every method does
-            try reply.send(VarlinkReplyEncoder.reply(info))
+            return try VarlinkReplyEncoder.reply(info)
         case "org.varlink.service.GetInterfaceDescription":
             let name = try call.parameters(VarlinkService.DescriptionParameters.self).interface
             let description =
                 name == VarlinkService.name ? VarlinkService.description : interfaces[name]?.description
             guard let description else { throw VarlinkError.interfaceNotFound(name) }
-            try reply.send(VarlinkReplyEncoder.reply(VarlinkService.DescriptionResult(description: description)))
+            return try VarlinkReplyEncoder.reply(VarlinkService.DescriptionResult(description: description))
         default:
             throw VarlinkError.methodNotFound(call.method)
         }

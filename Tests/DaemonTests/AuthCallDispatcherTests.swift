@@ -198,6 +198,42 @@ struct AuthCallDispatcherTests {
         #expect(try await counts(Caller(pid: 300, uid: 2000, gid: 2000)) == ["groups": 0, "withToken": 0])
     }
 
+    /// CountGroups of a caller who may use every group is answered on the event loop, from the counts the
+    /// service committed before it answered the change; another caller's goes to the service, which counts the
+    /// groups it may use.
+    @Test func countGroupsOfEveryGroupIsAnsweredAtOnceWithTheCommittedCounts() async throws {
+        let policy = try AccessPolicy(
+            files: [("authd.conf", "[AppGroup]\nName=shop\nUsers=1000\n")], users: SystemUserDatabase())
+        let fixture = try Fixture(access: AccessControl(policy: policy))
+        let root = Caller(pid: 1, uid: 0, gid: 0)
+        let count = try VarlinkCall(decoding: Array(#"{"method":"com.exponea.Auth.CountGroups"}"#.utf8))
+        func immediate(_ caller: Caller) throws -> [String: Int]? {
+            guard let frame = fixture.dispatcher.answerImmediately(count, from: caller) else { return nil }
+            let reply = try JSONSerialization.jsonObject(with: Data(frame.dropLast())) as? [String: Any]
+            return (reply?["parameters"] as? [String: Any])?.compactMapValues { $0 as? Int }
+        }
+        #expect(try immediate(root) == ["groups": 0, "withToken": 0])
+        _ = try await fixture.call(
+            #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#, as: root)
+        #expect(try immediate(root) == ["groups": 1, "withToken": 1])
+        _ = try await fixture.call(
+            #"{"method":"com.exponea.Auth.IdentifyCustomer","parameters":{"group":"news","customerIds":{"a":"b"}}}"#,
+            as: root)
+        #expect(try immediate(root) == ["groups": 2, "withToken": 1])
+        let cleared = try await fixture.call(
+            #"{"method":"com.exponea.Auth.ClearLocalCustomerData","parameters":{"group":"shop"}}"#, as: root)
+        #expect(cleared.first?["error"] == nil, "\(cleared)")
+        #expect(try immediate(root) == ["groups": 2, "withToken": 0])
+        #expect(try immediate(fixture.owner) == nil)
+
+        let extra = try VarlinkCall(
+            decoding: Array(#"{"method":"com.exponea.Auth.CountGroups","parameters":{"x":1}}"#.utf8))
+        let refusal = fixture.dispatcher.answerImmediately(extra, from: root).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+        #expect(refusal?.contains("org.varlink.service.InvalidParameter") == true, "\(refusal ?? "nil")")
+    }
+
     /// authd.conf's RefreshLeaseSec= sets a group's own lease; other groups keep the daemon's.
     @Test func aGroupsOwnRefreshLeaseComesFromTheConfiguration() async throws {
         let policy = try AccessPolicy(

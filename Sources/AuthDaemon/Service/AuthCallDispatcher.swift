@@ -189,27 +189,27 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             try replies.send(VarlinkReplyEncoder.reply(ListGroupsResult(groups: visible)))
 
         case .countGroups:
-            _ = try call.parameters(EmptyPayload.self)
-            let (groups, withToken): (Int, Int)
-            if access.allowsEveryGroup(caller) {
-                // The service keeps both counts: no walk over the groups.
-                (groups, withToken) = await service.groupCounts()
-            } else {
-                let visible = await service.summaries().filter { summary in
-                    (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
-                }
-                (groups, withToken) = (visible.count, visible.count(where: \.hasToken))
+            if let counts = try everyGroupCounted(call, caller) {
+                try replies.send(counts)
+                return
             }
+            let visible = await service.summaries().filter { summary in
+                (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
+            }
+            let (groups, withToken) = (visible.count, visible.count(where: \.hasToken))
             try replies.send(VarlinkReplyEncoder.reply(CountGroupsResult(groups: groups, withToken: withToken)))
         }
     }
 
-    /// GetToken, answered on the connection's event loop when nothing else of the connection is running: it
-    /// reads the token the service last committed and never waits.
+    /// GetToken, and CountGroups of a caller who may use every group, answered on the connection's event loop
+    /// when nothing else of the connection is running: they read what the service last committed and never
+    /// wait.
     public func answerImmediately(_ call: VarlinkCall, from caller: Caller) -> [UInt8]? {
-        guard !call.oneway, call.method == Self.getTokenMethod else { return nil }
+        guard !call.oneway else { return nil }
         do {
-            return try getToken(call, caller)
+            if call.method == Self.getTokenMethod { return try getToken(call, caller) }
+            if call.method == Self.countGroupsMethod { return try everyGroupCounted(call, caller) }
+            return nil
         } catch let error as VarlinkError {
             return VarlinkReplyEncoder.error(error)
         } catch {
@@ -217,8 +217,18 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         }
     }
 
-    /// GetToken's qualified name, made once: `qualifiedName` builds a new string at every call.
+    /// The qualified names answered at once, made once: `qualifiedName` builds a new string at every call.
     private static let getTokenMethod = AuthInterface.Method.getToken.qualifiedName
+    private static let countGroupsMethod = AuthInterface.Method.countGroups.qualifiedName
+
+    /// CountGroups' reply from the counts the service keeps, for a caller who may use every group; nil for
+    /// another, whose count is of the groups it may use.
+    private func everyGroupCounted(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8]? {
+        _ = try call.parameters(EmptyPayload.self)
+        guard access.allowsEveryGroup(caller) else { return nil }
+        let (groups, withToken) = service.groupCounts()
+        return try VarlinkReplyEncoder.reply(CountGroupsResult(groups: groups, withToken: withToken))
+    }
 
     private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
         let group = try permitted(call.stringParameter("group"), caller)

@@ -3,6 +3,7 @@ import AuthCore
 import AuthProtocol
 import AuthStore
 import Logging
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -63,6 +64,10 @@ public actor AuthService {
     private var startupEvents: [ExpiryEvent] = []
     /// Each group's token and generation for readers that do not wait for the actor.
     private nonisolated let snapshot: TokenSnapshot
+    /// ``groupCounts()``, as the actor last committed them: read without waiting for the actor (CountGroups is
+    /// answered on the connection's event loop). Written in the same turn as each change, before its caller is
+    /// answered.
+    private nonisolated let committedCounts: Mutex<(groups: Int, withToken: Int)>
     /// Who is told when ``groupCounts()`` may have changed (the daemon's STATUS line).
     private var countObservers: [UInt64: AsyncStream<Void>.Continuation] = [:]
     private var lastID: UInt64 = 0
@@ -99,6 +104,7 @@ public actor AuthService {
         hub = SubscriptionHub(maximumPerGroup: maximumSubscribersPerGroup)
         snapshot = TokenSnapshot(
             Dictionary(records.map { ($0.group, ($0.token, $0.generation)) }, uniquingKeysWith: { _, last in last }))
+        committedCounts = Mutex((table.count, table.groupsWithToken))
         let now = clock.now
         expiry.reserveCapacity(records.count)
         for record in records {
@@ -465,9 +471,9 @@ public actor AuthService {
     private func stopObserving(_ id: UInt64) { hub.removeObserver(id) }
 
     /// How many groups the service holds, and how many of them have a token: the status line's figures,
-    /// without building every group's summary.
-    public func groupCounts() -> (groups: Int, withToken: Int) {
-        (table.count, table.groupsWithToken)
+    /// without building every group's summary, as the actor last committed them.
+    public nonisolated func groupCounts() -> (groups: Int, withToken: Int) {
+        committedCounts.withLock { $0 }
     }
 
     /// A wake-up each time ``groupCounts()`` may have changed, coalesced: a reader that is behind gets one, not
@@ -483,6 +489,7 @@ public actor AuthService {
     private func stopObservingCounts(_ id: UInt64) { countObservers[id] = nil }
 
     private func countsMayHaveChanged() {
+        committedCounts.withLock { $0 = (table.count, table.groupsWithToken) }
         for observer in countObservers.values { observer.yield() }
     }
 
