@@ -174,9 +174,9 @@ public struct Daemon: Sendable {
         }
     }
 
-    /// The one-line status for `systemctl status`, computed by the service's actor (`clients`: nil when not
-    /// serving yet).
-    func statusLine(clients: Int?) async -> String {
+    /// The one-line status for `systemctl status`, from the counts the service last committed (`clients`: nil
+    /// when not serving yet).
+    func statusLine(clients: Int?) -> String {
         let (groups, withToken) = service.groupCounts()
         let held = "Holding \(groups) app group\(groups == 1 ? "" : "s") (\(withToken) with a token)"
         guard let clients else { return held }
