@@ -174,10 +174,10 @@ public struct Daemon: Sendable {
         }
     }
 
-    /// The one-line status for `systemctl status`, from the counts the service last committed (`clients`: nil
-    /// when not serving yet).
-    func statusLine(clients: Int?) -> String {
-        let (groups, withToken) = service.groupCounts()
+    /// The one-line status for `systemctl status`, computed by the service's actor (`clients`: nil when not
+    /// serving yet).
+    func statusLine(clients: Int?) async -> String {
+        let (groups, withToken) = await service.groupCounts()
         let held = "Holding \(groups) app group\(groups == 1 ? "" : "s") (\(withToken) with a token)"
         guard let clients else { return held }
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"

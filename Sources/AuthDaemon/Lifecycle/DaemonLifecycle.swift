@@ -110,7 +110,7 @@ public final class DaemonLifecycle {
         }
         Task { [inbox] in
             let result = Result { () throws(DaemonError) in try start() }
-            let status = (try? result.get().statusLine(clients: nil)) ?? ""
+            let status = (try? await result.get().statusLine(clients: nil)) ?? ""
             inbox.send(.started(result, status: status))
         }
         do {
@@ -154,7 +154,7 @@ public final class DaemonLifecycle {
                 Task {
                     var last = ""
                     for await _ in counts {
-                        let line = daemon.statusLine(clients: server.connectionCount)
+                        let line = await daemon.statusLine(clients: server.connectionCount)
                         if line != last { notifier.notify(.status(line)) }
                         last = line
                     }
@@ -216,7 +216,7 @@ public final class DaemonLifecycle {
             let events = await service.observeAll()
             let counts = await service.observeCounts()
             await service.start()
-            let status = daemon.statusLine(clients: server.connectionCount)
+            let status = await daemon.statusLine(clients: server.connectionCount)
             inbox.send(.ready(events, counts: counts, status: status))
         }
     }
@@ -227,7 +227,7 @@ public final class DaemonLifecycle {
         guard let interval = notifier.watchdogInterval.map({ $0 / 2 }), let daemon, let server else { return }
         let check = { [inbox] in
             Task {
-                let line = daemon.statusLine(clients: server.connectionCount)
+                let line = await daemon.statusLine(clients: server.connectionCount)
                 inbox.send(.alive(status: line))
             }
         }
@@ -245,7 +245,7 @@ public final class DaemonLifecycle {
         guard let server else { return }
         let notifier = notifier
         Task {
-            let line = daemon.statusLine(clients: server.connectionCount)
+            let line = await daemon.statusLine(clients: server.connectionCount)
             notifier.notify(.ready, .status(line))
         }
     }

@@ -226,7 +226,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private func everyGroupCounted(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8]? {
         _ = try call.parameters(EmptyPayload.self)
         guard access.allowsEveryGroup(caller) else { return nil }
-        let (groups, withToken) = service.groupCounts()
+        let (groups, withToken) = service.committedGroupCounts()
         return try VarlinkReplyEncoder.reply(CountGroupsResult(groups: groups, withToken: withToken))
     }
 

@@ -64,9 +64,8 @@ public actor AuthService {
     private var startupEvents: [ExpiryEvent] = []
     /// Each group's token and generation for readers that do not wait for the actor.
     private nonisolated let snapshot: TokenSnapshot
-    /// ``groupCounts()``, as the actor last committed them: read without waiting for the actor (CountGroups is
-    /// answered on the connection's event loop). Written in the same turn as each change, before its caller is
-    /// answered.
+    /// ``groupCounts()`` for ``committedGroupCounts()``, written in the same turn as each change, before its
+    /// caller is answered.
     private nonisolated let committedCounts: Mutex<(groups: Int, withToken: Int)>
     /// Who is told when ``groupCounts()`` may have changed (the daemon's STATUS line).
     private var countObservers: [UInt64: AsyncStream<Void>.Continuation] = [:]
@@ -471,8 +470,15 @@ public actor AuthService {
     private func stopObserving(_ id: UInt64) { hub.removeObserver(id) }
 
     /// How many groups the service holds, and how many of them have a token: the status line's figures,
-    /// without building every group's summary, as the actor last committed them.
-    public nonisolated func groupCounts() -> (groups: Int, withToken: Int) {
+    /// without building every group's summary. Asked of the actor, so that the watchdog's ping, which waits for
+    /// the status line, also proves the actor answers.
+    public func groupCounts() -> (groups: Int, withToken: Int) {
+        (table.count, table.groupsWithToken)
+    }
+
+    /// ``groupCounts()`` as the actor last committed them, read without waiting for the actor: for CountGroups,
+    /// answered on the connection's event loop.
+    public nonisolated func committedGroupCounts() -> (groups: Int, withToken: Int) {
         committedCounts.withLock { $0 }
     }
 
