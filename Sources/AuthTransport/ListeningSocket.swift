@@ -16,24 +16,19 @@ enum ListeningSocket {
         try removeStale(path)
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw failure("cannot listen on \(path)") }
+        // The error of the step that failed, once the descriptor is closed (and the file removed, once bound).
+        func undo(_ what: String, bound: Bool) -> VarlinkServerError {
+            let error = failure(what)
+            close(descriptor)
+            if bound { unlink(path) }
+            return error
+        }
         // The mode is set before listen(2): no client can connect while the file has the umask's.
         guard UnixSocketAddress.withAddress(path, { Glibc.bind(descriptor, $0, $1) }) == 0 else {
-            let error = failure("cannot listen on \(path)")
-            close(descriptor)
-            throw error
+            throw undo("cannot listen on \(path)", bound: false)
         }
-        guard chmod(path, mode_t(mode)) == 0 else {
-            let error = failure("cannot set the mode of \(path)")
-            close(descriptor)
-            unlink(path)
-            throw error
-        }
-        guard listen(descriptor, backlog) == 0 else {
-            let error = failure("cannot listen on \(path)")
-            close(descriptor)
-            unlink(path)
-            throw error
-        }
+        guard chmod(path, mode_t(mode)) == 0 else { throw undo("cannot set the mode of \(path)", bound: true) }
+        guard listen(descriptor, backlog) == 0 else { throw undo("cannot listen on \(path)", bound: true) }
         return descriptor
     }
 
