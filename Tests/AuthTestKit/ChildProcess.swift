@@ -29,21 +29,14 @@ public struct ChildProcess {
                 executable, arguments, environment: environment, standardInput: .descriptor(stdin.readEnd),
                 standardOutput: .descriptor(stdout.writeEnd), standardError: .descriptor(stderr.writeEnd))
         } catch {
-            for descriptor in [stdin, stdout, stderr].flatMap({ [$0.readEnd, $0.writeEnd] }) { close(descriptor) }
+            for pipe in [stdin, stdout, stderr] { pipe.close() }
             throw error
         }
         for descriptor in [stdin.readEnd, stdout.writeEnd, stderr.writeEnd] { close(descriptor) }
         // Fed on a thread of its own, as the output is read: a child that prints much before it reads its input
         // must not block both sides.
         let feeder = Thread {
-            let bytes = Array(input.utf8)
-            var sent = 0
-            while sent < bytes.count {
-                let count = bytes[sent...].withUnsafeBytes { write(stdin.writeEnd, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { break }
-                sent += count
-            }
+            SpawnPipe.writeAll(Array(input.utf8), to: stdin.writeEnd)
             close(stdin.writeEnd)
         }
         feeder.start()

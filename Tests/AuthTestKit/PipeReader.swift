@@ -14,18 +14,7 @@ public enum PipeReader {
         _ descriptor: Int32, received: @escaping @Sendable (Data) -> Void, ended: @escaping @Sendable () -> Void = {}
     ) {
         let thread = Thread {
-            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-                if count > 0 {
-                    received(Data(buffer[..<count]))
-                } else if count < 0 && errno == EINTR {
-                    continue
-                } else {
-                    break
-                }
-            }
-            close(descriptor)
+            readChunks(descriptor, received)
             ended()
         }
         thread.start()
@@ -34,11 +23,17 @@ public enum PipeReader {
     /// Reads `descriptor` to its end on this thread, and closes it.
     public static func readToEnd(_ descriptor: Int32) -> Data {
         var data = Data()
+        readChunks(descriptor) { data.append($0) }
+        return data
+    }
+
+    /// Reads `descriptor` until end of file (or an error other than EINTR), each chunk to `received`; closes it.
+    private static func readChunks(_ descriptor: Int32, _ received: (Data) -> Void) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count > 0 {
-                data.append(contentsOf: buffer[..<count])
+                received(Data(buffer[..<count]))
             } else if count < 0 && errno == EINTR {
                 continue
             } else {
@@ -46,6 +41,5 @@ public enum PipeReader {
             }
         }
         close(descriptor)
-        return data
     }
 }

@@ -80,8 +80,7 @@ public final class PrivateBus: @unchecked Sendable {
                 "/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--nopidfile", "--print-address=1"],
                 standardOutput: .descriptor(output.writeEnd), standardError: .null)
         } catch {
-            close(output.readEnd)
-            close(output.writeEnd)
+            output.close()
             throw error
         }
         close(output.writeEnd)
@@ -145,8 +144,7 @@ public final class BackgroundProcess: @unchecked Sendable {
                 executable, arguments, environment: environment, standardOutput: .descriptor(output.writeEnd),
                 standardError: .descriptor(output.writeEnd))
         } catch {
-            close(output.readEnd)
-            close(output.writeEnd)
+            output.close()
             throw error
         }
         close(output.writeEnd)

@@ -117,6 +117,23 @@ public struct SpawnPipe: Sendable {
         guard systemPipe2(&ends, O_CLOEXEC) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         (readEnd, writeEnd) = (ends[0], ends[1])
     }
+
+    /// Closes both ends: the spawn they were made for failed.
+    public func close() {
+        Glibc.close(readEnd)
+        Glibc.close(writeEnd)
+    }
+
+    /// Writes all of `bytes` to `descriptor`, retrying after a signal; stops when the reader is gone.
+    public static func writeAll(_ bytes: [UInt8], to descriptor: Int32) {
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+            sent += count
+        }
+    }
 }
 
 /// `pipe2(2)`, which Swift's Glibc module hides behind `_GNU_SOURCE`.

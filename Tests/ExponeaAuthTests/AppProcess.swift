@@ -23,10 +23,16 @@ final class AppProcess: Sendable {
         self.name = name
         let stdin = try SpawnPipe()
         let stdout = try SpawnPipe()
-        process = try SpawnedProcess(
-            try BuildProducts.executable("authd-test-app"), [daemon.socketPath, group] + (sync ? ["--sync"] : []),
-            standardInput: .descriptor(stdin.readEnd), standardOutput: .descriptor(stdout.writeEnd),
-            standardError: .descriptor(stdout.writeEnd))
+        do {
+            process = try SpawnedProcess(
+                try BuildProducts.executable("authd-test-app"), [daemon.socketPath, group] + (sync ? ["--sync"] : []),
+                standardInput: .descriptor(stdin.readEnd), standardOutput: .descriptor(stdout.writeEnd),
+                standardError: .descriptor(stdout.writeEnd))
+        } catch {
+            stdin.close()
+            stdout.close()
+            throw error
+        }
         close(stdin.readEnd)
         close(stdout.writeEnd)
         input = stdin.writeEnd
@@ -61,14 +67,7 @@ final class AppProcess: Sendable {
 
     /// Sends one command line.
     func send(_ line: String) {
-        let bytes = Array((line + "\n").utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return }  // it has exited
-            sent += count
-        }
+        SpawnPipe.writeAll(Array((line + "\n").utf8), to: input)  // stops if it has exited
     }
 
     /// Kills it with SIGKILL (a crash) and waits until it is gone.
