@@ -64,6 +64,7 @@ let package = Package(
         .target(
             name: "Systemd",
             dependencies: [
+                "CConcurrencyHook",
                 "CSystemd",
                 "CSystemdShim",
                 .product(name: "Logging", package: "swift-log"),
@@ -91,8 +92,9 @@ let package = Package(
             dependencies: [
                 "AuthCore",
                 "AuthProtocol",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                "CEpoll",
+                "Systemd",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -138,8 +140,6 @@ let package = Package(
                 "Systemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .target(
@@ -150,7 +150,6 @@ let package = Package(
                 "ExponeaAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The one binary installed: the daemon, and authctl when run by that name (/usr/bin/authctl is a symlink).

@@ -4,7 +4,6 @@ import AuthCore
 import CProcessControl
 import Dispatch
 import ExponeaAuth
-import NIOCore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -86,9 +85,6 @@ struct AuthCtl: AsyncParsableCommand {
                 exit(withError: error)
             }
         }
-        // One command, one connection at a time: one event-loop thread, not one per core, should a command
-        // subscribe (the fast path's calls use none).
-        NIOSingletons.groupLoopCountSuggestion = 1
         do {
             var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {

@@ -23,14 +23,15 @@ import Systemd
 ///
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any thread starts
-/// // Swift concurrency's executor set here, before the first task (AuthDaemonCommand: its own event loop)
-/// try lifecycle.run(logger: logger) { () throws(DaemonError) in   // until SIGTERM or SIGINT
-///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: storeThreads, logger: logger)
+/// lifecycle.installAsGlobalExecutor()                   // before the first task
+/// try lifecycle.run(logger: logger) { executor throws(DaemonError) in   // until SIGTERM or SIGINT
+///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: StoreWriters.shared,
+///                executor: executor, logger: logger)
 /// }
 /// ```
 ///
-/// It owns no thread: where tasks run (Swift concurrency's executor) and which threads write the store (a
-/// ``StoreExecutor``) are set up by the process that runs it (`AuthDaemonCommand`), and injected.
+/// It owns no thread: the loop whose executor runs its tasks and timers (``LoopExecutor``), and the threads that
+/// write the store (a ``StoreExecutor``), are handed in.
 public struct Daemon: Sendable {
     /// How the daemon runs.
     public let mode: DaemonMode
@@ -94,6 +95,7 @@ public struct Daemon: Sendable {
         maximumCallsInFlight: Int = defaultMaximumCallsInFlight,
         idleTimeout: Duration = .seconds(defaultIdleTimeoutSeconds),
         storeExecutor: any StoreExecutor,
+        executor: LoopExecutor? = nil,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
@@ -149,7 +151,7 @@ public struct Daemon: Sendable {
         }
         service = AuthService(
             store: store, records: records, refreshLease: refreshLease, flushTimeout: flushTimeout,
-            storeExecutor: storeExecutor, timer: timer, logger: logger)
+            clock: SystemClock(executor: executor), storeExecutor: storeExecutor, timer: timer, logger: logger)
         let groupCount = records.count
         records = []
         // Reading the records left free memory in the arenas of the threads that read them (about 5 MiB with
@@ -178,6 +180,16 @@ public struct Daemon: Sendable {
     /// serving yet).
     func statusLine(clients: Int?) async -> String {
         let (groups, withToken) = await service.groupCounts()
+        return Self.statusLine(groups: groups, withToken: withToken, clients: clients)
+    }
+
+    /// The status line from the counts the service last committed, without waiting for its actor.
+    var committedStatusLine: String {
+        let (groups, withToken) = service.committedGroupCounts()
+        return Self.statusLine(groups: groups, withToken: withToken, clients: nil)
+    }
+
+    private static func statusLine(groups: Int, withToken: Int, clients: Int?) -> String {
         let held = "Holding \(groups) app group\(groups == 1 ? "" : "s") (\(withToken) with a token)"
         guard let clients else { return held }
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"

@@ -162,8 +162,8 @@ struct ExponeaAuthd: ParsableCommand {
             _ = message.withUTF8 { write(2, $0.baseAddress, $0.count) }
             throw ExitCode.failure
         }
-        // Then, before the first task: Swift concurrency runs on an event loop of its own, not libdispatch's pool.
-        let onEventLoops = ConcurrencyEventLoop.install()
+        // Then, before the first task: Swift concurrency runs on the lifecycle's loop, not libdispatch's pool.
+        let onLoop = lifecycle.installAsGlobalExecutor()
 
         let mode: DaemonMode = user ? .user : .system
         let identifier = "exponea-authd"
@@ -175,7 +175,7 @@ struct ExponeaAuthd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "exponea-authd")
-        if !onEventLoops {
+        if !onLoop {
             logger.notice("Swift concurrency runs on libdispatch's pool, whose monitor wakes the daemon every second")
         }
         if let coreDumps {
@@ -203,8 +203,8 @@ struct ExponeaAuthd: ParsableCommand {
         )
         let (configDirectory, flushTimeout, maxConnections) = (configDirectory, flushTimeout, maxConnections)
         do {
-            // In a task, while the lifecycle's loop takes signals: a SIGTERM ends a start that hangs (a slow disk).
-            try lifecycle.run(logger: logger) { () throws(DaemonError) in
+            // On a thread of its own, while the lifecycle's loop takes signals: a SIGTERM ends a start that hangs.
+            try lifecycle.run(logger: logger) { executor throws(DaemonError) in
                 try Daemon(
                     mode: mode,
                     paths: paths,
@@ -216,7 +216,8 @@ struct ExponeaAuthd: ParsableCommand {
                     maximumConnectionsPerUser: maxConnectionsPerUser,
                     maximumCallsInFlight: maxCallsInFlight,
                     idleTimeout: .seconds(idleTimeout),
-                    storeExecutor: ThreadPoolStoreExecutor.shared,
+                    storeExecutor: StoreWriters.shared,
+                    executor: executor,
                     logger: logger
                 )
             }

@@ -5,8 +5,7 @@ import AuthCore
     import Glibc
 #endif
 
-/// The listening Unix socket the server binds itself when systemd passes none: made here, not by NIO's
-/// bootstrap, so that every event loop's server channel can serve it (``AcceptRotation``).
+/// The listening Unix socket the server binds itself when systemd passes none.
 enum ListeningSocket {
     /// Binds a socket at `path`, gives the file `mode` and listens. A stale socket file is replaced; one that
     /// another process serves is an error.
@@ -14,7 +13,8 @@ enum ListeningSocket {
     /// - Returns: The listening descriptor (close-on-exec).
     static func bind(_ path: String, mode: UInt32, backlog: Int32) throws(VarlinkServerError) -> Int32 {
         try removeStale(path)
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let descriptor = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard descriptor >= 0 else { throw failure("cannot listen on \(path)") }
         // The error of the step that failed, once the descriptor is closed (and the file removed, once bound).
         func undo(_ what: String, bound: Bool) -> VarlinkServerError {
@@ -30,13 +30,6 @@ enum ListeningSocket {
         guard chmod(path, mode_t(mode)) == 0 else { throw undo("cannot set the mode of \(path)", bound: true) }
         guard listen(descriptor, backlog) == 0 else { throw undo("cannot listen on \(path)", bound: true) }
         return descriptor
-    }
-
-    /// A second descriptor of the same socket, for another loop's server channel.
-    static func duplicate(_ descriptor: Int32) throws(VarlinkServerError) -> Int32 {
-        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-        guard copy >= 0 else { throw failure("cannot share the listening socket between event loops") }
-        return copy
     }
 
     /// Removes a socket file nobody listens on any more; refuses to take over one that is served.

@@ -1,6 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-internal import NIOCore
-
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -31,56 +29,39 @@ public struct PeerCredentials: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "pid \(pid), uid \(uid), gid \(gid), groups \(groups)" }
 
-    /// Reads the credentials of the peer of a connected Unix socket.
-    static func read(from channel: any Channel) -> EventLoopFuture<PeerCredentials> {
-        guard let provider = channel as? any SocketOptionProvider else {
-            return channel.eventLoop.makeFailedFuture(VarlinkServerError(message: "not a socket"))
+    /// Reads the credentials of the peer of the connected Unix socket `descriptor`: `SO_PEERCRED`, then
+    /// `SO_PEERGROUPS` (Linux 4.13), whose length the kernel reports.
+    ///
+    /// - Throws: ``VarlinkServerError`` when the socket has no peer credentials.
+    static func read(from descriptor: Int32) throws(VarlinkServerError) -> PeerCredentials {
+        var credentials = KernelCredentials(pid: 0, uid: 0, gid: 0)
+        var length = socklen_t(MemoryLayout<KernelCredentials>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
+            throw VarlinkServerError(message: "cannot read the peer's credentials: \(String(cString: strerror(errno)))")
         }
-        let credentials: EventLoopFuture<KernelCredentials> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-        return credentials.flatMap { credentials in
-            readGroups(provider, on: channel.eventLoop).map { groups in
-                PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: groups)
+        return PeerCredentials(
+            pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: try groups(of: descriptor))
+    }
+
+    /// `SO_PEERGROUPS`: into 64 entries first; with ERANGE the kernel says how many there are.
+    private static func groups(of descriptor: Int32) throws(VarlinkServerError) -> [UInt32] {
+        var capacity = 64
+        while true {
+            var groups = [UInt32](repeating: 0, count: capacity)
+            var length = socklen_t(capacity * MemoryLayout<UInt32>.size)
+            let result = groups.withUnsafeMutableBytes {
+                getsockopt(descriptor, SOL_SOCKET, SO_PEERGROUPS, $0.baseAddress, &length)
             }
+            if result == 0 {
+                groups.removeLast(capacity - Int(length) / MemoryLayout<UInt32>.size)
+                return groups
+            }
+            let needed = Int(length) / MemoryLayout<UInt32>.size
+            guard errno == ERANGE, needed > capacity else {
+                throw VarlinkServerError(
+                    message: "cannot read the peer's groups: \(String(cString: strerror(errno)))")
+            }
+            capacity = needed
         }
     }
-
-    /// `SO_PEERGROUPS` (Linux 4.13). NIO's getsockopt does not return the length the kernel wrote, but fills its
-    /// buffer with zeros first, and the kernel keeps a process's groups sorted (it searches them by bisection):
-    /// the groups are the entries up to the last one that is not zero. Only when every entry is zero must the
-    /// count be asked for, with an empty buffer: the call succeeds when the process has no group, and fails
-    /// with ERANGE when it has group 0 (root) only.
-    private static func readGroups(_ provider: any SocketOptionProvider, on loop: any EventLoop)
-        -> EventLoopFuture<[UInt32]>
-    {
-        let small: EventLoopFuture<InlineArray<64, UInt32>> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERGROUPS))
-        return small.map { Optional(groups(in: $0)) }
-            .flatMapError { error in
-                guard (error as? IOError)?.errnoCode == ERANGE else { return loop.makeFailedFuture(error) }
-                // More than 64 groups: as many as the kernel allows (NGROUPS_MAX), on the heap.
-                let large: EventLoopFuture<InlineArray<65536, UInt32>> = provider.unsafeGetSocketOption(
-                    level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERGROUPS))
-                return large.map { Optional(groups(in: $0)) }
-            }
-            .flatMap { found -> EventLoopFuture<[UInt32]> in
-                guard let found, found.isEmpty else { return loop.makeSucceededFuture(found ?? []) }
-                let count: EventLoopFuture<EmptyOption> = provider.unsafeGetSocketOption(
-                    level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERGROUPS))
-                return count.map { _ in [] }.flatMapError { error in
-                    guard (error as? IOError)?.errnoCode == ERANGE else { return loop.makeFailedFuture(error) }
-                    return loop.makeSucceededFuture([0])
-                }
-            }
-    }
-
-    /// The entries of `buffer` up to its last one that is not zero.
-    private static func groups<let count: Int>(in buffer: InlineArray<count, UInt32>) -> [UInt32] {
-        var last = -1
-        for index in buffer.indices where buffer[index] != 0 { last = index }
-        return (0..<(last + 1)).map { buffer[$0] }
-    }
-
-    /// A buffer of no bytes, to ask only whether the peer has any group.
-    private struct EmptyOption: Sendable {}
 }

@@ -1,27 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-internal import NIOCore
+import Synchronization
+import Systemd
 
-/// Where a call's replies go: a connection's outbound side, usable from any thread or task without waiting.
+/// Where a call's replies go: a connection's outbound side, usable from any task without waiting.
 ///
-/// ``send(_:)`` hands one framed message over and returns at once; the connection writes the messages it is
-/// handed in order. It does not wait for the peer to read either: unsent bytes count against the connection's
-/// high-water mark, and a peer that stops reading is closed. A `more` call can so stream replies from outside
-/// its own task (events fanned out to many connections), while ``backlog`` tells how far behind the connection is.
+/// ``send(_:)`` hands one framed message over and returns at once. On the connection's loop it is written at
+/// once; from another thread it is handed to the loop, which writes the messages it is handed in order. It does
+/// not wait for the peer to read either: unsent bytes count against the connection's bound, and a peer that
+/// stops reading is closed. A `more` call can so stream replies from outside its own task (events fanned out to
+/// many connections), while ``backlog`` tells how far behind the connection is.
 public final class VarlinkReplies: Sendable {
     private enum Destination {
-        case connection(any Channel, ConnectionActivity, PendingWrites)
+        case connection(LoopBound<ServerConnection>)
         case function(VarlinkSend)
     }
 
     private let destination: Destination
+    private let isOpen = Atomic<Bool>(true)
+    /// Messages handed to the loop from another thread and not yet written.
+    private let handedOver = Atomic<Int>(0)
 
     /// Replies that go to `send`, for a transport of another kind or a test; their ``backlog`` is always 0.
     public init(send: @escaping VarlinkSend) { destination = .function(send) }
 
-    /// A connection's replies, written by `writes`, the queue of the channel's event loop.
-    init(channel: any Channel, activity: ConnectionActivity, writes: PendingWrites) {
-        destination = .connection(channel, activity, writes)
-    }
+    /// A connection's replies.
+    init(connection: LoopBound<ServerConnection>) { destination = .connection(connection) }
 
     /// Replies that go nowhere: a `oneway` call's.
     public static let discarded = VarlinkReplies { _ in }
@@ -31,9 +34,17 @@ public final class VarlinkReplies: Sendable {
     /// - Throws: ``VarlinkSendError`` once the connection is gone.
     public func send(_ message: [UInt8]) throws(VarlinkSendError) {
         switch destination {
-        case .connection(let channel, let activity, let writes):
-            guard channel.isActive else { throw VarlinkSendError(cause: ChannelError.ioOnClosedChannel) }
-            writes.append(message, for: channel, activity: activity)
+        case .connection(let connection):
+            guard isOpen.load(ordering: .acquiring) else { throw VarlinkSendError(cause: ConnectionClosed()) }
+            if connection.executor.isCurrent {
+                connection.value.append(message)
+            } else {
+                handedOver.add(1, ordering: .relaxed)
+                connection.executor.execute { [self] in
+                    handedOver.subtract(1, ordering: .relaxed)
+                    connection.value.append(message)
+                }
+            }
         case .function(let send):
             do {
                 try send(message)
@@ -43,14 +54,17 @@ public final class VarlinkReplies: Sendable {
         }
     }
 
-    /// The messages handed over and not yet written to the connection: more than a few means its event loop
-    /// is falling behind.
-    public var backlog: Int {
-        switch destination {
-        case .connection(_, let activity, _): activity.queuedWriteCount
-        case .function: 0
-        }
-    }
+    /// The messages handed over and not yet written to the connection: more than a few means its loop is
+    /// falling behind.
+    public var backlog: Int { handedOver.load(ordering: .relaxed) }
+
+    /// The connection closed: later sends throw.
+    func connectionClosed() { isOpen.store(false, ordering: .releasing) }
+}
+
+/// The connection a reply was for is closed.
+struct ConnectionClosed: Error, CustomStringConvertible {
+    var description: String { "the connection is closed" }
 }
 
 /// Sends one framed Varlink message (JSON and its NUL) without waiting; throws once the connection is gone.

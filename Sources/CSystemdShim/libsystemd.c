@@ -73,6 +73,7 @@
     X(sd_event_new) \
     X(sd_event_source_disable_unref) \
     X(sd_event_source_set_enabled) \
+    X(sd_event_source_set_io_events) \
     X(sd_event_source_set_time_relative) \
     X(sd_event_unref) \
     X(sd_is_socket_unix) \
@@ -339,6 +340,10 @@ sd_event_source* sd_event_source_disable_unref(sd_event_source *s) {
 
 int sd_event_source_set_enabled(sd_event_source *s, int enabled) {
     return library()->sd_event_source_set_enabled(s, enabled);
+}
+
+int sd_event_source_set_io_events(sd_event_source *s, uint32_t events) {
+    return library()->sd_event_source_set_io_events(s, events);
 }
 
 int sd_event_source_set_time_relative(sd_event_source *s, uint64_t usec) {

@@ -55,7 +55,7 @@ public final class MainLoop {
     /// thread (``blockSignals(_:)``).
     @discardableResult
     public func onSignal(_ signal: Int32, _ handler: @escaping () -> Void) throws(SystemdError) -> EventSource {
-        let source = EventSource(loop: self, handler: handler)
+        let source = EventSource(loop: self) { _ in handler() }
         var pointer: OpaquePointer?
         try Self.check(
             sd_event_add_signal(
@@ -68,26 +68,37 @@ public final class MainLoop {
     /// there, or it is called again at once).
     @discardableResult
     public func onReadable(_ descriptor: Int32, _ handler: @escaping () -> Void) throws(SystemdError) -> EventSource {
+        try watch(descriptor, events: UInt32(EPOLLIN.rawValue)) { _ in handler() }
+    }
+
+    /// Calls `handler` on the loop's thread with the events (`EPOLLIN`, `EPOLLOUT`, `EPOLLHUP`, ...) each time
+    /// `descriptor` has any of `events` (level-triggered); ``EventSource/setEvents(_:)`` changes what it waits
+    /// for.
+    public func watch(_ descriptor: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void)
+        throws(SystemdError) -> EventSource
+    {
         let source = EventSource(loop: self, handler: handler)
         var pointer: OpaquePointer?
         try Self.check(
             sd_event_add_io(
-                event, &pointer, descriptor, UInt32(EPOLLIN.rawValue),
-                { _, _, _, userdata in EventSource.fire(userdata) },
+                event, &pointer, descriptor, events,
+                { _, _, revents, userdata in EventSource.fire(userdata, revents) },
                 source.userdata),
             "sd_event_add_io", "cannot watch the descriptor \(descriptor)")
         return keep(source, pointer)
     }
 
-    /// Calls `handler` on the loop's thread once, `delay` from now (CLOCK_MONOTONIC, to the millisecond);
-    /// ``EventSource/schedule(after:)`` arms it again.
+    /// Calls `handler` on the loop's thread once, `delay` from now (CLOCK_MONOTONIC, within `accuracy`: a
+    /// coarse one lets sd-event wake once for several timers); ``EventSource/schedule(after:)`` arms it again.
     @discardableResult
-    public func after(_ delay: Duration, _ handler: @escaping () -> Void) throws(SystemdError) -> EventSource {
-        let source = EventSource(loop: self, handler: handler)
+    public func after(_ delay: Duration, accuracy: Duration = .milliseconds(1), _ handler: @escaping () -> Void)
+        throws(SystemdError) -> EventSource
+    {
+        let source = EventSource(loop: self) { _ in handler() }
         var pointer: OpaquePointer?
         try Self.check(
             sd_event_add_time_relative(
-                event, &pointer, CLOCK_MONOTONIC, Self.microseconds(delay), 1_000,
+                event, &pointer, CLOCK_MONOTONIC, Self.microseconds(delay), Self.microseconds(accuracy),
                 { _, _, userdata in EventSource.fire(userdata) }, source.userdata),
             "sd_event_add_time_relative", "cannot arm a timer")
         return keep(source, pointer)
@@ -144,9 +155,9 @@ public final class MainLoop {
 public final class EventSource {
     fileprivate var pointer: OpaquePointer?
     private unowned let loop: MainLoop
-    private let handler: () -> Void
+    private let handler: (UInt32) -> Void
 
-    fileprivate init(loop: MainLoop, handler: @escaping () -> Void) {
+    fileprivate init(loop: MainLoop, handler: @escaping (UInt32) -> Void) {
         self.loop = loop
         self.handler = handler
     }
@@ -154,12 +165,24 @@ public final class EventSource {
     /// What sd-event hands back to the callback: this object, unretained (the loop keeps it alive).
     fileprivate var userdata: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 
-    fileprivate static func fire(_ userdata: UnsafeMutableRawPointer?) -> Int32 {
+    fileprivate static func fire(_ userdata: UnsafeMutableRawPointer?, _ events: UInt32 = 0) -> Int32 {
         guard let userdata else { return 0 }
         // A handler may cancel its own source, which lets the loop release it: hold it until the call returns.
         let source = Unmanaged<EventSource>.fromOpaque(userdata).takeUnretainedValue()
-        withExtendedLifetime(source) { source.handler() }
+        withExtendedLifetime(source) { source.handler(events) }
         return 0
+    }
+
+    /// Sets the events an I/O source waits for (`EPOLLIN`, `EPOLLOUT`); with none, the source is turned off
+    /// until events are set again.
+    public func setEvents(_ events: UInt32) {
+        guard let pointer else { return }
+        if events == 0 {
+            sd_event_source_set_enabled(pointer, Int32(SD_EVENT_OFF))
+        } else {
+            sd_event_source_set_io_events(pointer, events)
+            sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ON))
+        }
     }
 
     /// Arms a timer source again, `delay` from now.

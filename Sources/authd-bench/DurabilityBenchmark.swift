@@ -58,7 +58,7 @@ struct DurabilityBenchmark {
         let store = try TokenStore(
             directory: directory, key: try StoreKey(material: Array(repeating: 9, count: 32)), logger: logger)
         let service = AuthService(
-            store: store, records: [], storeExecutor: ThreadPoolStoreExecutor(threads: threads), logger: logger)
+            store: store, records: [], storeExecutor: StoreWriters(maximumThreads: threads), logger: logger)
         let groups = try (0..<writers).map { try AppGroup("pool-\($0)") }
         let start = monotonicNanoseconds()
         let deadline = start + UInt64(seconds * 1e9)

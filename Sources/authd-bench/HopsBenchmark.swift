@@ -25,7 +25,7 @@ struct HopsBenchmark {
         let disk = try TokenStore(
             directory: try settings.scratch.folder("hops-disk", onDisk: true), key: key, logger: logger)
         let service = AuthService(
-            store: store, records: [], storeExecutor: ThreadPoolStoreExecutor.shared, logger: logger)
+            store: store, records: [], storeExecutor: StoreWriters.shared, logger: logger)
         let dispatcher = AuthCallDispatcher(service: service, access: AccessControl(owner: getuid()), logger: logger)
         let token = BenchToken.make(exp: Int(Date().timeIntervalSince1970) + 3600, customer: 1)
         _ = try blocking { try await service.setToken(token, for: group) }

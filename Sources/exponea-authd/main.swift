@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// One binary for the daemon and authctl, as busybox and systemd do: the Swift runtime, FoundationEssentials and
-// SwiftNIO are most of each program, so two binaries would carry them twice. /usr/bin/authctl is a symlink to
+// One binary for the daemon and authctl, as busybox and systemd do: the Swift runtime and FoundationEssentials are
+// most of each program, so two binaries would carry them twice. /usr/bin/authctl is a symlink to
 // /usr/bin/exponea-authd; the name the program is run by chooses the role: `authctl` is authctl, any other name
 // (exponea-authd, or a renamed copy) is the daemon. Synchronous on purpose: see ExponeaAuthdProgram.main(_:).
 import AuthCtlCommands

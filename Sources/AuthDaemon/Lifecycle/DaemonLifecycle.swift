@@ -9,26 +9,29 @@ import Systemd
 #endif
 
 /// The one owner of the daemon's life: an sd-event loop (``MainLoop``) on the main thread, whose sources are the
-/// control signals, the watchdog's timer, the expiry ``WallClockTimer``, the D-Bus connection and an inbox
-/// through which the service's tasks (on NIO's event loops, Swift concurrency's executor) report back. Between
-/// two of them the main thread sleeps in one `epoll_wait`: an idle daemon with no watchdog never wakes.
+/// control signals, the watchdog's timer, the expiry ``WallClockTimer``, the D-Bus connection, the Varlink
+/// socket and its connections, and the queue of Swift concurrency's jobs (``LoopExecutor``, the process's global
+/// executor): the service's actor runs on this thread too. Between two events the main thread sleeps in one
+/// `epoll_wait`: an idle daemon with no watchdog never wakes. The only other threads are the store's writers
+/// (``StoreWriters``) and, while it runs, the start-up's.
 ///
 /// The phases, each started from the loop:
-/// 1. Start-up: `start` (opening the store, reading the configuration) runs in a task while the loop takes
-///    signals; a SIGTERM or SIGINT then ends the process at once with status 0 (nothing is half-written: every
-///    file the start writes is written to a temporary name and renamed).
+/// 1. Start-up: `start` (opening the store, reading the configuration) runs on a thread of its own while the loop
+///    takes signals; a SIGTERM or SIGINT then ends the process at once with status 0 (nothing is half-written:
+///    every file the start writes is written to a temporary name and renamed).
 /// 2. Serving: the Varlink socket (passed by systemd, or bound), the D-Bus announcer, the expiry timer, then
 ///    `READY=1`, `STATUS=` on every change, `WATCHDOG=1` when systemd asked for it (each ping waits for the
 ///    service's actor to answer: a hung service stops the pings). SIGHUP reloads the access configuration.
-/// 3. Shutdown on SIGTERM or SIGINT: `STOPPING=1`, the server stops accepting and ends its connections, the
+/// 3. Shutdown on SIGTERM or SIGINT: `STOPPING=1`, the server stops accepting and closes its connections, the
 ///    announcer sends what is queued and releases its name, then the loop ends. It is bounded by
 ///    ``stopTimeout``: past it the process ends with status 1 and says what it waited for.
 ///
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any other thread starts
-/// // Swift concurrency's executor set here, before the first task (AuthDaemonCommand: its own event loop)
-/// try lifecycle.run(logger: logger) { () throws(DaemonError) in
-///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: storeThreads, logger: logger)
+/// lifecycle.installAsGlobalExecutor()                   // before the first task
+/// try lifecycle.run(logger: logger) { executor throws(DaemonError) in
+///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: StoreWriters.shared,
+///                executor: executor, logger: logger)
 /// }
 /// ```
 public final class DaemonLifecycle {
@@ -42,24 +45,22 @@ public final class DaemonLifecycle {
         case hangUp = 1  // SIGHUP
     }
 
-    /// What the tasks hand back to the loop.
+    /// What the start-up thread and the service's tasks hand back to the loop.
     private enum Message: Sendable {
-        /// The start-up ended, with the daemon and its status line, or why it could not start.
-        case started(Result<Daemon, DaemonError>, status: String)
-        /// The socket is served, or could not be.
-        case listening(Result<Void, DaemonError>)
+        /// The start-up ended, with the daemon, or why it could not start.
+        case started(Result<Daemon, DaemonError>)
         /// The service sent what its loaded tokens called for; the daemon is ready.
         case ready(AsyncStream<AuthEvent>, counts: AsyncStream<Void>, status: String)
         /// The service answered a watchdog check.
         case alive(status: String)
-        /// The server's task ended.
-        case served
     }
 
     /// How long a shutdown may take before the process ends anyway.
     public static let stopTimeout: Duration = .seconds(10)
 
     private let loop: MainLoop
+    /// Swift concurrency's jobs, run on the loop.
+    public let executor: LoopExecutor
     private let inbox: LoopInbox<Message>
     private let notifier: ServiceNotifier
     /// The daemon's logger, from ``run(logger:start:)`` on (logging is set up after the signals are blocked).
@@ -67,7 +68,6 @@ public final class DaemonLifecycle {
 
     private var daemon: Daemon?
     private var server: VarlinkServer?
-    private var serving: Task<Void, Never>?
     private var isReady = false
     private var isStopping = false
     /// The tasks that follow the service (events to the bus, the status line), cancelled at shutdown.
@@ -85,22 +85,33 @@ public final class DaemonLifecycle {
         self.notifier = notifier
         do {
             loop = try MainLoop()
+            executor = try LoopExecutor()
             inbox = try LoopInbox()
         } catch {
             throw DaemonError(message: "cannot create the event loop: \(error)")
         }
     }
 
-    /// Runs the daemon's whole life on the calling thread (the one that created the lifecycle): `start`, then
-    /// serving, until SIGTERM or SIGINT. Logs to `logger`.
+    /// Makes the loop Swift concurrency's global executor: every task and actor of the process runs on it. Call
+    /// it before the first task.
+    ///
+    /// - Returns: Whether the loop took over (false when another executor was already installed).
+    @discardableResult
+    public func installAsGlobalExecutor() -> Bool {
+        executor.installAsGlobalExecutor()
+    }
+
+    /// Runs the daemon's whole life on the calling thread (the one that created the lifecycle): `start` (on a
+    /// thread of its own, given the loop's executor), then serving, until SIGTERM or SIGINT. Logs to `logger`.
     ///
     /// - Throws: ``DaemonError`` when the start fails, the socket cannot be served, or the shutdown takes longer
     ///   than ``stopTimeout``.
-    public func run(logger: Logger, start: @escaping @Sendable () throws(DaemonError) -> Daemon)
+    public func run(logger: Logger, start: @escaping @Sendable (LoopExecutor) throws(DaemonError) -> Daemon)
         throws(DaemonError)
     {
         self.logger = logger
         do {
+            try executor.attach(to: loop)
             try loop.onSignal(Signal.terminate.rawValue) { [unowned self] in stop() }
             try loop.onSignal(Signal.interrupt.rawValue) { [unowned self] in stop() }
             try loop.onSignal(Signal.hangUp.rawValue) { [unowned self] in reload() }
@@ -108,10 +119,10 @@ public final class DaemonLifecycle {
         } catch {
             throw DaemonError(message: "cannot watch the control signals: \(error)")
         }
-        Task { [inbox] in
-            let result = Result { () throws(DaemonError) in try start() }
-            let status = (try? await result.get().statusLine(clients: nil)) ?? ""
-            inbox.send(.started(result, status: status))
+        // Off the loop, so that a start that hangs (a slow disk) still ends on SIGTERM.
+        let executor = executor
+        StartupThread.run { [inbox] in
+            inbox.send(.started(Result { () throws(DaemonError) in try start(executor) }))
         }
         do {
             _ = try loop.run()
@@ -125,20 +136,13 @@ public final class DaemonLifecycle {
 
     private func receive(_ message: Message) {
         switch message {
-        case .started(.failure(let error), _):
+        case .started(.failure(let error)):
             failure = error
             loop.exit(1)
-        case .started(.success(let daemon), let status):
-            logger.info("Started in \(daemon.mode) mode", metadata: ["authd.status": "\(status)"])
+        case .started(.success(let daemon)):
+            logger.info("Started in \(daemon.mode) mode", metadata: ["authd.status": "\(daemon.committedStatusLine)"])
             self.daemon = daemon
             serve(daemon)
-        case .listening(.failure(let error)):
-            if !isStopping { failure = error }
-            stop()
-        case .listening(.success):
-            guard let daemon, let server, !isStopping else { return }
-            logger.info("Serving Varlink", metadata: ["authd.socket": "\(daemon.paths.socketPath)"])
-            follow(daemon, server)
         case .ready(let events, let counts, let status):
             guard let daemon, let server, !isStopping else { return }
             isReady = true
@@ -150,11 +154,12 @@ public final class DaemonLifecycle {
             let notifier = notifier
             followers.append(Task { for await event in events { announcements?.announce(event) } })
             // STATUS follows every change of the figures it shows, coalesced; nothing polls for it.
+            let clients = LoopBound(server, executor: executor)
             followers.append(
                 Task {
                     var last = ""
                     for await _ in counts {
-                        let line = await daemon.statusLine(clients: server.connectionCount)
+                        let line = await daemon.statusLine(clients: clients.value.connectionCount)
                         if line != last { notifier.notify(.status(line)) }
                         last = line
                     }
@@ -164,37 +169,29 @@ public final class DaemonLifecycle {
             guard !isStopping else { return }
             notifier.notify(.watchdog, .status(status))
             armWatchdog()
-        case .served:
-            serving = nil
-            guard isStopping else {
-                // The server ended by itself: stop the rest.
-                failure = failure ?? DaemonError(message: "the Varlink server stopped serving")
-                return stop()
-            }
-            finishStop()
         }
     }
 
-    /// Serves the socket; `.listening` says when it is served.
+    /// Serves the socket, then follows the service.
     private func serve(_ daemon: Daemon) {
-        let configuration: VarlinkServer.Configuration
-        do {
-            configuration = try daemon.listenConfiguration()
+        let server: VarlinkServer
+        do throws(DaemonError) {
+            let configuration = try daemon.listenConfiguration()
+            server = VarlinkServer(
+                configuration: configuration, handler: daemon.serviceHandler, loop: loop, executor: executor,
+                logger: logger)
+            do {
+                try server.start()
+            } catch {
+                throw DaemonError(message: "\(error)")
+            }
         } catch {
             failure = error
-            loop.exit(1)
-            return
+            return stop()
         }
-        let server = VarlinkServer(configuration: configuration, handler: daemon.serviceHandler, logger: logger)
         self.server = server
-        serving = Task { [inbox] in
-            do {
-                try await server.run { inbox.send(.listening(.success(()))) }
-            } catch {
-                inbox.send(.listening(.failure(DaemonError(message: "\(error)"))))
-            }
-            inbox.send(.served)
-        }
+        logger.info("Serving Varlink", metadata: ["authd.socket": "\(daemon.paths.socketPath)"])
+        follow(daemon, server)
     }
 
     /// The bus announcer and the expiry timer on the loop; then the service starts its timers and the daemon is
@@ -212,11 +209,12 @@ public final class DaemonLifecycle {
             return
         }
         let service = daemon.service
+        let clients = server.connectionCount
         Task { [inbox] in
             let events = await service.observeAll()
             let counts = await service.observeCounts()
             await service.start()
-            let status = await daemon.statusLine(clients: server.connectionCount)
+            let status = await daemon.statusLine(clients: clients)
             inbox.send(.ready(events, counts: counts, status: status))
         }
     }
@@ -224,17 +222,17 @@ public final class DaemonLifecycle {
     /// Pings the watchdog at half its interval, when systemd asked for one: each ping once the service's actor
     /// has computed the status line.
     private func armWatchdog() {
-        guard let interval = notifier.watchdogInterval.map({ $0 / 2 }), let daemon, let server else { return }
-        let check = { [inbox] in
-            Task {
-                let line = await daemon.statusLine(clients: server.connectionCount)
-                inbox.send(.alive(status: line))
-            }
-        }
+        guard let interval = notifier.watchdogInterval.map({ $0 / 2 }), let daemon, server != nil else { return }
         if let watchdog {
             watchdog.schedule(after: interval)
         } else {
-            watchdog = try? loop.after(interval) { _ = check() }
+            watchdog = try? loop.after(interval) { [unowned self, inbox] in
+                let clients = server?.connectionCount ?? 0
+                Task {
+                    let line = await daemon.statusLine(clients: clients)
+                    inbox.send(.alive(status: line))
+                }
+            }
         }
     }
 
@@ -244,8 +242,9 @@ public final class DaemonLifecycle {
         daemon.reload()
         guard let server else { return }
         let notifier = notifier
+        let clients = server.connectionCount
         Task {
-            let line = await daemon.statusLine(clients: server.connectionCount)
+            let line = await daemon.statusLine(clients: clients)
             notifier.notify(.ready, .status(line))
         }
     }
@@ -271,11 +270,8 @@ public final class DaemonLifecycle {
             failure = DaemonError(message: "the daemon did not stop within \(Self.stopTimeout); ending it")
             loop.exit(1)
         }
-        guard let serving else { return finishStop() }
-        serving.cancel()  // `.served` follows once every connection is closed
-    }
-
-    private func finishStop() {
+        server?.stop()
+        server = nil
         announcer?.stop()
         announcer = nil
         loop.exit(failure == nil ? 0 : 1)

@@ -3,7 +3,7 @@ import AuthStore
 
 /// Where the service runs its blocking store operations (an fsync takes milliseconds on a real disk), so that
 /// its actor answers other calls meanwhile. Injected into ``AuthService``: the daemon's owner decides which
-/// threads do it (the daemon: `ThreadPoolStoreExecutor`, a few threads of NIO's, in `AuthDaemonCommand`), and
+/// threads do it (the daemon: ``StoreWriters``), and
 /// tests may run the writes inline.
 public protocol StoreExecutor: Sendable {
     /// Runs `work` off the caller's executor and returns when it is done, with its error.

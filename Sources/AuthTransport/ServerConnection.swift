@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthProtocol
+import CEpoll
+import DequeModule
+import Logging
+import Systemd
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What one connection may hold, and for how long.
+struct ConnectionLimits: Sendable {
+    /// The longest message the peer may send.
+    var maximumMessageSize = VarlinkFrameDecoder.defaultMaximumMessageSize
+    /// Calls read and not yet finished (one-way calls included) at which the connection stops reading.
+    var maximumCallsInFlight = 16
+    /// Bytes of those calls at which the connection stops reading; one call is always let through.
+    var maximumBytesInFlight = 16 * 1024
+    /// Unsent output at which the connection stops reading; past four times this much, it is closed.
+    var maximumPendingOutput = 16 * 1024
+    /// How long a connection may stay open with no call in flight and no whole message received.
+    var idleTimeout: Duration = .seconds(300)
+    /// How long a message may take to arrive whole, once its first byte has come.
+    var messageTimeout: Duration = .seconds(10)
+
+    /// The output past which the connection is closed.
+    var closingOutput: Int { maximumPendingOutput * 4 }
+}
+
+/// One accepted connection, on the loop's thread: its socket is an I/O source of the loop, its timeouts one timer.
+///
+/// Inbound, it splits the byte stream into messages (bounded) and takes them in order: a call that the handler
+/// answers at once (``VarlinkCallHandler/answerImmediately(_:from:)``) is answered in the same turn, when nothing
+/// earlier of the connection still runs; any other starts a task on the loop's executor that runs it and then
+/// the calls that arrived meanwhile, one after another, and ends when none is left. So replies keep their order
+/// with one route per call.
+///
+/// Outbound, a reply is written at once; only what the kernel does not take waits, and the loop watches for
+/// writability only while it does.
+///
+/// Bounded: the connection stops reading while it has ``ConnectionLimits/maximumCallsInFlight`` calls or
+/// ``ConnectionLimits/maximumBytesInFlight`` bytes of calls in flight, one-way calls included, or while its unsent
+/// output is past ``ConnectionLimits/maximumPendingOutput``; it reads on once half of that is done. It closes
+/// when a message is too large or takes longer than ``ConnectionLimits/messageTimeout`` to arrive whole, when its
+/// unsent output passes four times the bound (a subscriber that does not read its events), and when it has had
+/// no call in flight and received no whole message for ``ConnectionLimits/idleTimeout``.
+final class ServerConnection {
+    let descriptor: Int32
+    let peer: PeerCredentials
+    let identity = VarlinkConnectionID.next()
+    private let limits: ConnectionLimits
+    private let handler: any VarlinkCallHandler
+    private unowned let server: VarlinkServer
+    private let executor: LoopExecutor
+    private let logger: Logger
+    private let throttle: LogThrottle
+
+    private var source: EventSource?
+    private var timer: EventSource?
+    private var events: UInt32 = 0
+    private var decoder: VarlinkFrameDecoder
+    /// Calls read while an earlier one runs, waiting their turn as bytes.
+    private var waiting: Deque<[UInt8]> = []
+    /// Calls read and not finished (waiting or running), and their bytes.
+    private var callsInFlight = 0
+    private var bytesInFlight = 0
+    /// The task running the connection's calls, while one runs.
+    private var running: Task<Void, Never>?
+    /// Whether a task ever ran: only then can the handler hold something of the connection.
+    private var ranTask = false
+    /// Output not yet taken by the kernel, from ``written`` on.
+    private var output: [UInt8] = []
+    private var written = 0
+    /// Inside ``process()``: replies wait, to go out in one write.
+    private var processing = false
+    /// Stopped reading at a bound; reads on below half of it.
+    private var paused = false
+    /// The peer shut down its side: once the calls read are answered, the connection closes.
+    private var inputClosed = false
+    private var closeWhenWritten = false
+    private(set) var isClosed = false
+    private var lastMessage = ContinuousClock.now
+    /// When the first byte of a message still incomplete arrived.
+    private var partialSince: ContinuousClock.Instant?
+    /// The calls' replies, for the tasks that run them.
+    private(set) lazy var replies = VarlinkReplies(connection: LoopBound(self, executor: executor))
+
+    init(
+        descriptor: Int32, peer: PeerCredentials, limits: ConnectionLimits, handler: any VarlinkCallHandler,
+        server: VarlinkServer, executor: LoopExecutor, logger: Logger, throttle: LogThrottle
+    ) {
+        self.descriptor = descriptor
+        self.peer = peer
+        self.limits = limits
+        self.handler = handler
+        self.server = server
+        self.executor = executor
+        self.logger = logger
+        self.throttle = throttle
+        self.decoder = VarlinkFrameDecoder(maximumMessageSize: limits.maximumMessageSize)
+    }
+
+    /// Watches the socket and arms the idle timeout.
+    func start(on loop: MainLoop) throws(SystemdError) {
+        events = UInt32(EPOLLIN.rawValue)
+        source = try loop.watch(descriptor, events: events) { [unowned self] events in ready(events) }
+        // Coarse: one wake-up may end several idle connections.
+        timer = try loop.after(limits.idleTimeout, accuracy: .seconds(1)) { [unowned self] in checkTimeouts() }
+    }
+
+    // MARK: Inbound
+
+    private func ready(_ revents: UInt32) {
+        if revents & UInt32(EPOLLOUT.rawValue) != 0 { flush() }
+        let readable = UInt32(EPOLLIN.rawValue) | UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)
+        guard !isClosed, revents & readable != 0, events & UInt32(EPOLLIN.rawValue) != 0 else { return }
+        let buffer = server.readBuffer
+        let count = read(descriptor, buffer.baseAddress, buffer.count)
+        if count > 0 {
+            decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        } else if count == 0 {
+            inputClosed = true
+        } else {
+            guard errno != EAGAIN && errno != EINTR else { return }
+            logger.debug(
+                "Connection error: \(String(cString: strerror(errno)))", metadata: ["authd.pid": "\(peer.pid)"])
+            return close()
+        }
+        process()
+    }
+
+    /// Takes whole messages from the decoder while the connection has room for them, then writes the replies.
+    private func process() {
+        guard !isClosed else { return }
+        processing = true
+        do {
+            while !isBlocked, let message = try decoder.nextMessage() {
+                lastMessage = .now
+                take(message)
+                if output.count - written > limits.maximumPendingOutput { writeOutput() }
+            }
+        } catch {
+            processing = false
+            return closeNoticed("framing", "Closing a connection: \(error)")
+        }
+        processing = false
+        if isBlocked {
+            paused = !isClosed
+            // What is buffered waits for room: the peer is not late.
+            partialSince = nil
+        } else if inputClosed {
+            // Every whole message is taken; what is left can never end.
+            if running == nil { closeOnceWritten() }
+        } else if decoder.pendingByteCount > 0 {
+            if partialSince == nil {
+                partialSince = .now
+                armTimer()
+            }
+        } else {
+            partialSince = nil
+        }
+        flush()
+    }
+
+    /// Answers `message` at once, or runs it in the connection's task (started now, or after the calls before).
+    private func take(_ message: [UInt8]) {
+        callsInFlight += 1
+        bytesInFlight += message.count + 1
+        guard running == nil else { return waiting.append(message) }
+        // nil: the framing is intact but the message is no call; the task answers it.
+        let call = try? VarlinkCall(decoding: message)
+        if let call, let reply = handler.answerImmediately(call, from: peer) {
+            finish(size: message.count + 1)
+            return append(reply)
+        }
+        startCalls(first: call, size: message.count + 1)
+    }
+
+    /// Runs `first`, then every call that waits behind it, in a task on the loop.
+    private func startCalls(first: VarlinkCall?, size: Int) {
+        ranTask = true
+        let connection = LoopBound(self, executor: executor)
+        let (handler, peer, identity, replies) = (handler, peer, identity, replies)
+        running = Task(executorPreference: executor) {
+            var next: (call: VarlinkCall?, size: Int)? = (first, size)
+            while let (call, size) = next {
+                if let call {
+                    await handler.handle(call, from: peer, connection: identity, replies: replies)
+                } else {
+                    // The framing is intact, so the connection can go on.
+                    try? replies.send(VarlinkReplyEncoder.error(.invalidParameter("method")))
+                }
+                next = connection.value.callFinished(size: size)
+            }
+            // After its last call returned: nothing the connection held can be taken again by a call still running.
+            if connection.value.isClosed { await handler.connectionClosed(identity) }
+        }
+    }
+
+    /// The task's call of `size` bytes returned: the next call waiting, decoded, or nil when none is (the task
+    /// ends).
+    private func callFinished(size: Int) -> (VarlinkCall?, Int)? {
+        finish(size: size)
+        if !isClosed, let message = waiting.popFirst() {
+            readOnIfRoom()
+            return (try? VarlinkCall(decoding: message), message.count + 1)
+        }
+        running = nil
+        readOnIfRoom()
+        // Calls buffered behind the task, or the end of the input, are taken now.
+        process()
+        return nil
+    }
+
+    private func finish(size: Int) {
+        callsInFlight -= 1
+        bytesInFlight -= size
+    }
+
+    // MARK: Flow
+
+    /// Whether the connection may not take another call now.
+    private var isBlocked: Bool {
+        isClosed || paused || callsInFlight >= limits.maximumCallsInFlight
+            || bytesInFlight >= limits.maximumBytesInFlight || output.count - written > limits.maximumPendingOutput
+    }
+
+    /// Reads on once the calls in flight and the unsent output are down to half their bounds.
+    private func readOnIfRoom() {
+        guard paused, callsInFlight <= limits.maximumCallsInFlight / 2,
+            bytesInFlight <= limits.maximumBytesInFlight / 2,
+            output.count - written <= limits.maximumPendingOutput / 2
+        else { return }
+        paused = false
+        if running == nil { process() } else { updateEvents() }
+    }
+
+    /// Watches for input while the connection takes calls, and for writability while output waits.
+    private func updateEvents() {
+        guard !isClosed else { return }
+        var wanted: UInt32 = 0
+        if !inputClosed && !isBlocked { wanted |= UInt32(EPOLLIN.rawValue) }
+        if written < output.count { wanted |= UInt32(EPOLLOUT.rawValue) }
+        guard wanted != events else { return }
+        events = wanted
+        source?.setEvents(wanted)
+    }
+
+    // MARK: Outbound
+
+    /// Queues one framed message and writes it at once (after the turn's other replies, inside ``process()``).
+    func append(_ message: [UInt8]) {
+        guard !isClosed else { return }
+        if written == output.count {
+            output.removeAll(keepingCapacity: output.capacity <= 64 * 1024)
+            written = 0
+        }
+        output.append(contentsOf: message)
+        // Past the bound the connection reads nothing more, so only its calls in flight and a subscription's
+        // events add output: past four times the bound the peer does not read. One reply larger than the bound
+        // (a long ListGroups) is let through whole.
+        if output.count - written - message.count >= limits.closingOutput {
+            return closeNoticed("does-not-read", "Closing a connection that does not read its replies")
+        }
+        if !processing { flush() }
+    }
+
+    /// Writes what the kernel takes now, then watches for writability if output is left.
+    private func flush() {
+        writeOutput()
+        guard !isClosed else { return }
+        if written == output.count && closeWhenWritten { return close() }
+        readOnIfRoom()
+        updateEvents()
+    }
+
+    private func writeOutput() {
+        while !isClosed && written < output.count {
+            let count = output.withUnsafeBytes {
+                send(
+                    descriptor, $0.baseAddress! + written, $0.count - written, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
+                )
+            }
+            if count > 0 {
+                written += count
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                return
+            } else if errno != EINTR {
+                logger.debug(
+                    "Connection error: \(String(cString: strerror(errno)))", metadata: ["authd.pid": "\(peer.pid)"])
+                return close()
+            }
+        }
+    }
+
+    // MARK: Timeouts
+
+    private func armTimer() {
+        var deadline = lastMessage + limits.idleTimeout
+        if let partialSince { deadline = min(deadline, partialSince + limits.messageTimeout) }
+        timer?.schedule(after: max(.zero, deadline - .now))
+    }
+
+    private func checkTimeouts() {
+        guard !isClosed else { return }
+        let now = ContinuousClock.now
+        if let partialSince, now >= partialSince + limits.messageTimeout {
+            return closeNoticed("slow-message", "Closing a connection whose message does not arrive whole")
+        }
+        if now >= lastMessage + limits.idleTimeout {
+            // A connection with a call in flight (a subscription, a wait) is busy, however quiet.
+            guard callsInFlight > 0 else {
+                logger.debug("Closing an idle connection", metadata: ["authd.pid": "\(peer.pid)"])
+                return close()
+            }
+            lastMessage = now
+        }
+        armTimer()
+    }
+
+    // MARK: Closing
+
+    /// Closes the connection with a notice, one line per kind and user per interval.
+    private func closeNoticed(_ kind: String, _ message: String) {
+        if let count = throttle.admit(kind, uid: peer.uid) {
+            logger.notice(
+                "\(message)\(LogThrottle.suffix(count))",
+                metadata: ["authd.pid": "\(peer.pid)", "authd.uid": "\(peer.uid)", "authd.count": "\(count)"]
+            )
+        }
+        close()
+    }
+
+    /// Closes once the replies are written: the peer shut down its side and no call runs.
+    private func closeOnceWritten() {
+        closeWhenWritten = true
+        if written == output.count { close() }
+    }
+
+    /// Closes the socket at once; a running call is cancelled, and the handler is told once no call runs.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        timer?.cancel()
+        source?.cancel()
+        timer = nil
+        source = nil
+        Glibc.close(descriptor)
+        output = []
+        written = 0
+        replies.connectionClosed()
+        server.closed(self)
+        if let running {
+            running.cancel()
+        } else if ranTask {
+            let (handler, identity) = (handler, identity)
+            Task(executorPreference: executor) { await handler.connectionClosed(identity) }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+import CConcurrencyHook
+import CSystemd
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Swift concurrency's jobs, run by the thread of a ``MainLoop``: an executor whose queue is a source of the
+/// loop (an `eventfd(2)` readable while jobs wait), so that tasks, actors and the loop's own sources (sockets,
+/// timers, signals, the bus) share one thread and one `epoll_wait`.
+///
+/// Made the process's global executor (``installAsGlobalExecutor()``), it runs every task and every default
+/// actor: no libdispatch or other thread starts for them. As a `TaskExecutor` (`Task(executorPreference:)`) it
+/// keeps one task's nonisolated code on the loop in a process whose global executor is another (a test).
+///
+/// Each wake-up runs the jobs queued when it began, then lets the loop poll: a task that keeps enqueuing more
+/// work cannot starve the sockets.
+///
+/// `Task.sleep` does not go through this executor (the runtime's `SchedulingExecutor` sleeps on libdispatch's
+/// timer thread): timers belong to the loop (``MainLoop/after(_:accuracy:_:)``, ``schedule(after:_:)``).
+public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
+    private enum Work {
+        case job(UnownedJob)
+        case closure(@Sendable () -> Void)
+    }
+
+    /// Readable while work is queued.
+    private let descriptor: Int32
+    private let queue = Mutex<[Work]>([])
+    /// The loop's thread, once attached.
+    private let owner = Atomic<UInt>(0)
+    /// The loop, for timers: touched only on its thread.
+    private nonisolated(unsafe) var loop: MainLoop?
+
+    /// The executor that runs Swift concurrency's global jobs, once installed.
+    private static let global = AtomicLazyReference<LoopExecutor>()
+
+    /// An executor with an empty queue; its jobs run once it is attached to a loop.
+    ///
+    /// - Throws: ``SystemdError`` from `eventfd`.
+    public init() throws(SystemdError) {
+        let descriptor = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
+        guard descriptor >= 0 else {
+            throw SystemdError(
+                code: .eventLoop, function: "eventfd", errno: errno, context: "cannot create the loop's executor")
+        }
+        self.descriptor = descriptor
+    }
+
+    deinit { close(descriptor) }
+
+    /// Runs the queued jobs on `loop`'s thread from now on; call it on that thread.
+    public func attach(to loop: MainLoop) throws(SystemdError) {
+        owner.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
+        self.loop = loop
+        try loop.onReadable(descriptor) { [self] in runQueued() }
+    }
+
+    /// Makes this executor Swift concurrency's global executor; call it before the first task.
+    ///
+    /// - Returns: Whether it took over (false when another hook was already set).
+    @discardableResult
+    public func installAsGlobalExecutor() -> Bool {
+        guard Self.global.storeIfNil(self) === self else { return false }
+        typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+        let hook: EnqueueGlobalHook = { job, original in
+            guard let executor = LoopExecutor.global.load() else { return original(job) }
+            executor.submit(.job(job))
+        }
+        return withUnsafePointer(to: hook) { pointer in
+            pointer.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 1) {
+                exauthd_install_enqueue_global_hook($0.pointee) == 1
+            }
+        }
+    }
+
+    /// Whether the calling thread is the loop's.
+    public var isCurrent: Bool {
+        let owner = owner.load(ordering: .acquiring)
+        return owner != 0 && owner == UInt(bitPattern: Int(bitPattern: pthread_self()))
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        submit(.job(UnownedJob(job)))
+    }
+
+    /// Runs `body` on the loop's thread, after the work queued before it. Callable from any thread.
+    public func execute(_ body: @escaping @Sendable () -> Void) {
+        submit(.closure(body))
+    }
+
+    /// Runs `body` on the loop's thread once `delay` has passed (CLOCK_MONOTONIC): a timer of the loop. Callable
+    /// from any thread.
+    public func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) {
+        guard isCurrent, let loop else {
+            return execute { [self] in schedule(after: delay, body) }
+        }
+        var source: EventSource?
+        source = try? loop.after(delay) {
+            source?.cancel()
+            source = nil
+            body()
+        }
+        if source == nil { execute(body) }
+    }
+
+    public func checkIsolated() {
+        precondition(isCurrent, "not on the event loop's thread")
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    private func submit(_ work: Work) {
+        let wake = queue.withLock { queue in
+            queue.append(work)
+            return queue.count == 1
+        }
+        // One write per batch: the loop takes the whole queue when it wakes.
+        if wake { _ = eventfd_write(descriptor, 1) }
+    }
+
+    /// Runs the work queued now; work queued meanwhile waits for the next turn of the loop.
+    private func runQueued() {
+        var count: eventfd_t = 0
+        _ = eventfd_read(descriptor, &count)
+        let batch = queue.withLock { queue in
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
+        for work in batch {
+            switch work {
+            case .job(let job):
+                job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+            case .closure(let body):
+                body()
+            }
+        }
+    }
+}
+
+/// A value confined to a ``LoopExecutor``'s thread, passed through code that may run elsewhere (a task, a
+/// `Sendable` closure): ``value`` gives it back only on that thread.
+public struct LoopBound<Value>: @unchecked Sendable {
+    private let wrapped: Value
+    /// The executor whose thread the value belongs to.
+    public let executor: LoopExecutor
+
+    /// Binds `value` to `executor`'s thread; call it on that thread.
+    public init(_ value: Value, executor: LoopExecutor) {
+        executor.checkIsolated()
+        self.wrapped = value
+        self.executor = executor
+    }
+
+    /// The value; traps off the loop's thread.
+    public var value: Value {
+        executor.checkIsolated()
+        return wrapped
+    }
+}
