@@ -256,9 +256,8 @@ let package = Package(
                 "AuthProtocol",
                 "AuthTestKit",
                 "AuthTransport",
+                "Systemd",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -113,13 +113,21 @@ final class ServerConnection {
 
     private func ready(_ revents: UInt32) {
         if revents & UInt32(EPOLLOUT.rawValue) != 0 { flush() }
-        let readable = UInt32(EPOLLIN.rawValue) | UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)
-        guard !isClosed, revents & readable != 0, events & UInt32(EPOLLIN.rawValue) != 0 else { return }
+        guard !isClosed else { return }
+        let hungUp = revents & (UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)) != 0
+        if hungUp && events & UInt32(EPOLLIN.rawValue) == 0 {
+            // Gone while the connection did not read: nobody is left to answer.
+            return close()
+        }
+        guard revents & UInt32(EPOLLIN.rawValue) != 0 || hungUp else { return }
         let buffer = server.readBuffer
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         if count > 0 {
             decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         } else if count == 0 {
+            // With EPOLLHUP the peer closed its socket: no reply can reach it, so its calls end now. Without, it
+            // shut down its side only (`printf … | socat`): it still gets its replies.
+            if hungUp { return close() }
             inputClosed = true
         } else {
             guard errno != EAGAIN && errno != EINTR else { return }

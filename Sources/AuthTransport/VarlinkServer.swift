@@ -152,7 +152,7 @@ public final class VarlinkServer {
             let descriptor = accept4(
                 listener.descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
             if descriptor >= 0 {
-                admit(descriptor)
+                serve(connected: descriptor)
                 continue
             }
             switch errno {
@@ -191,8 +191,9 @@ public final class VarlinkServer {
         }
     }
 
-    /// Reads the peer's credentials and counts the connection against the bounds, or closes it.
-    private func admit(_ descriptor: Int32) {
+    /// Serves the connected, non-blocking socket `descriptor` (accepted, or one end of a pair in a test): reads
+    /// the peer's credentials and counts the connection against the bounds, or closes it.
+    func serve(connected descriptor: Int32) {
         let peer: PeerCredentials
         do {
             peer = try PeerCredentials.read(from: descriptor)

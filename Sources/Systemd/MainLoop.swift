@@ -173,16 +173,11 @@ public final class EventSource {
         return 0
     }
 
-    /// Sets the events an I/O source waits for (`EPOLLIN`, `EPOLLOUT`); with none, the source is turned off
-    /// until events are set again.
+    /// Sets the events an I/O source waits for (`EPOLLIN`, `EPOLLOUT`). With none it still hears `EPOLLHUP` and
+    /// `EPOLLERR`, which epoll always reports: a peer that goes away is seen while its connection does not read.
     public func setEvents(_ events: UInt32) {
         guard let pointer else { return }
-        if events == 0 {
-            sd_event_source_set_enabled(pointer, Int32(SD_EVENT_OFF))
-        } else {
-            sd_event_source_set_io_events(pointer, events)
-            sd_event_source_set_enabled(pointer, Int32(SD_EVENT_ON))
-        }
+        sd_event_source_set_io_events(pointer, events)
     }
 
     /// Arms a timer source again, `delay` from now.

@@ -21,6 +21,13 @@ public struct UnixClient: Sendable {
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// A client on an end of a connected pair (`socketpair(2)`), with the same receive timeout.
+    public init(connected descriptor: Int32, receiveTimeout: Duration = .seconds(20)) {
+        self.descriptor = descriptor
+        var timeout = timeval(tv_sec: Int(receiveTimeout.components.seconds), tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     /// Closes the socket.
     public func close() { _ = Glibc.close(descriptor) }
 }

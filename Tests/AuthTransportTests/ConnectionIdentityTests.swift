@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
 import AuthTestKit
-import AuthTransport
 import Foundation
 import Logging
 import Synchronization
 import Testing
+
+@testable import AuthTransport
 
 /// The handler learns which connection made each call, and hears once when that connection is closed, after
 /// its last call returned: what a refresh claim needs to end with its claimant.
@@ -43,16 +44,15 @@ struct ConnectionIdentityTests {
     }
 
     @Test func eachCallCarriesItsConnectionAndTheCloseComesOnceAfterTheLastCall() async throws {
-        let directory = try TemporaryDirectory(prefix: "authd-identity")
-        defer { directory.remove() }
-        let path = directory.appending("io.socket")
         let handler = RecordingHandler()
-        let server = VarlinkServer(
-            configuration: .init(listen: .path(path, mode: 0o600)), handler: handler, logger: Logger(label: "test"))
-        let listening = Mutex(false)
-        let task = Task { try await server.run { listening.withLock { $0 = true } } }
-        #expect(await BackgroundProcess.eventually { listening.withLock { $0 } })
+        try await ServerFixture.with(handler: handler) { fixture in
+            try await check(handler, path: fixture.path)
+            try await fixture.stop()
+            #expect(handler.closed.withLock { $0.count } == 2)  // once each
+        }
+    }
 
+    private func check(_ handler: RecordingHandler, path: String) async throws {
         let first = try UnixClient(path: path)
         let second = try UnixClient(path: path)
         try await offPool { [first, second] in
@@ -73,8 +73,5 @@ struct ConnectionIdentityTests {
         #expect(Set(handler.closed.withLock { $0 }) == [calls[0], calls[2]])
         // The held call was cancelled and returned before its connection's close was heard.
         #expect(Set(handler.closedAfterCalls.withLock { $0 }) == [calls[0], calls[2]])
-        task.cancel()
-        try await task.value
-        #expect(handler.closed.withLock { $0.count } == 2)  // once each
     }
 }

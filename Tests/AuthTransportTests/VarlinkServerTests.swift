@@ -1,25 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
 import AuthTestKit
-import AuthTransport
 import Foundation
 import Logging
-import NIOCore
 import Synchronization
+import Systemd
 import Testing
+
+@testable import AuthTransport
 
 @Suite("Varlink server on a Unix socket")
 struct VarlinkServerTests {
     /// Answers test.Peer with the caller's credentials, floods test.Flood with large replies until the
-    /// connection is gone, and holds test.Hold for a while before answering.
-    struct TestHandler: VarlinkCallHandler {
-        let floodEnded = Counter()
+    /// connection is gone, holds test.Hold until released, and says on which thread it runs test.Thread (at once)
+    /// and test.TaskThread (in the connection's task).
+    final class TestHandler: VarlinkCallHandler {
+        let floodEnded = Mutex(0)
+        let held = Gate()
 
         struct PeerReply: Codable, Sendable { var pid: Int32, uid: UInt32, gid: UInt32 }
         struct Blob: Codable, Sendable { var data: String }
         struct ThreadReply: Codable, Sendable { var thread: UInt }
 
-        /// test.Thread: the thread of the event loop that serves the connection.
         func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
             guard call.method == "test.Thread" else { return nil }
             return try? VarlinkReplyEncoder.reply(ThreadReply(thread: UInt(pthread_self())))
@@ -29,12 +31,16 @@ struct VarlinkServerTests {
             switch call.method {
             case "test.Peer":
                 try? replies.send(VarlinkReplyEncoder.reply(PeerReply(pid: peer.pid, uid: peer.uid, gid: peer.gid)))
+            case "test.Thread", "test.TaskThread":
+                try? replies.send(VarlinkReplyEncoder.reply(ThreadReply(thread: UInt(pthread_self()))))
             case "test.Flood":
                 let blob = Blob(data: String(repeating: "x", count: 64 * 1024))
-                while (try? replies.send(VarlinkReplyEncoder.reply(blob, continues: true))) != nil {}
-                floodEnded.increment()
+                while (try? replies.send(VarlinkReplyEncoder.reply(blob, continues: true))) != nil {
+                    await Task.yield()
+                }
+                floodEnded.withLock { $0 += 1 }
             case "test.Hold":
-                try? await Task.sleep(for: .milliseconds(600))
+                await held.wait()
                 try? replies.send(VarlinkReplyEncoder.reply(Blob(data: "held")))
             default:
                 try? replies.send(VarlinkReplyEncoder.error(.methodNotFound(call.method)))
@@ -42,77 +48,57 @@ struct VarlinkServerTests {
         }
     }
 
-    final class Counter: Sendable {
-        private let value = Mutex(0)
-        func increment() { value.withLock { $0 += 1 } }
-        var count: Int { value.withLock { $0 } }
-    }
-
-    /// A server on a fresh socket, running until `body` returns.
-    func withServer(
-        maximumConnections: Int? = nil,
-        maximumPendingOutput: Int? = nil,
-        idleTimeout: Duration? = nil,
-        handler: TestHandler = TestHandler(),
-        _ body: (VarlinkServer, String) async throws -> Void
-    ) async throws {
-        let directory = try TemporaryDirectory(prefix: "authd-transport")
-        defer { directory.remove() }
-        let path = directory.appending("io.socket")
-        var configuration = VarlinkServer.Configuration(listen: .path(path, mode: 0o600))
-        if let maximumConnections { configuration.maximumConnections = maximumConnections }
-        if let maximumPendingOutput { configuration.maximumPendingOutput = maximumPendingOutput }
-        if let idleTimeout { configuration.idleTimeout = idleTimeout }
-        let server = VarlinkServer(configuration: configuration, handler: handler, logger: Logger(label: "test"))
-        let listening = Counter()
-        let task = Task { try await server.run { listening.increment() } }
-        #expect(await BackgroundProcess.eventually { listening.count == 1 })
-        try await body(server, path)
-        task.cancel()
-        try await task.value
-    }
-
     @Test func handlersSeeThePeersCredentialsAndTheSocketIsPrivate() async throws {
-        try await withServer { _, path in
+        try await ServerFixture.with(handler: TestHandler()) { fixture in
             var info = stat()
-            #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
-            let client = try UnixClient(path: path)
+            #expect(stat(fixture.path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+            let client = try UnixClient(path: fixture.path)
             defer { client.close() }
             let reply = try await offPool { [client] in try client.exchange(#"{"method":"test.Peer"}"#) }
             #expect(reply == #"{"parameters":{"gid":\#(getgid()),"pid":\#(getpid()),"uid":\#(getuid())}}"#)
         }
     }
 
-    @Test func oneShotConnectionsAreServedByTheLoopThatAcceptedThemAndHeldOnesSpread() async throws {
-        try await withServer { server, path in
-            func thread(of client: UnixClient) async throws -> String {
-                try await offPool { [client] in try client.exchange(#"{"method":"test.Thread"}"#) }
+    @Test func bothRoutesOfACallRunOnTheLoopsThread() async throws {
+        try await ServerFixture.with(handler: TestHandler()) { fixture in
+            let loopThread = try await fixture.loop.run { _ in UInt(pthread_self()) }
+            let client = try UnixClient(path: fixture.path)
+            defer { client.close() }
+            let (atOnce, inTask) = try await offPool { [client] in
+                (
+                    try client.exchange(#"{"method":"test.Thread"}"#),
+                    try client.exchange(#"{"method":"test.TaskThread"}"#)
+                )
             }
-            // One connection at a time, each closed before the next: all served by the one loop that accepts.
-            var oneShot: Set<String> = []
-            for _ in 0..<6 {
-                let client = try UnixClient(path: path)
-                oneShot.insert(try await thread(of: client))
-                client.close()
-                #expect(await BackgroundProcess.eventually { server.connectionCount == 0 })
-            }
-            #expect(oneShot.count == 1)
-
-            // Connections held open move the accepting to another loop (NIO's shared group has one per core).
-            let held = try (0..<4).map { _ in try UnixClient(path: path) }
-            defer { for client in held { client.close() } }
-            var threads: Set<String> = []
-            for client in held { threads.insert(try await thread(of: client)) }
-            #expect(threads.count == min(2, System.coreCount))
+            #expect(atOnce == #"{"parameters":{"thread":\#(loopThread)}}"#)
+            #expect(inTask == #"{"parameters":{"thread":\#(loopThread)}}"#)
         }
     }
 
-    /// Connections opened, held and closed at random by three clients at once move the accepting loop back and
-    /// forth; every one is accepted and answered. (Two loops reading at once would wake one for a connection the
-    /// other took, which NIO's debug build asserts against; one stopping before another starts would strand the
-    /// waiting ones.)
-    @Test func everyConnectionIsAnsweredWhileTheAcceptingLoopMoves() async throws {
-        try await withServer { server, path in
+    @Test func repliesKeepTheOrderOfTheCallsWhateverTheirRoute() async throws {
+        let handler = TestHandler()
+        try await ServerFixture.with(handler: handler) { fixture in
+            let client = try UnixClient(path: fixture.path)
+            defer { client.close() }
+            // Held in the task, then one the loop could answer at once, then one for the task again.
+            try await offPool { [client] in
+                try client.send(#"{"method":"test.Hold"}"#)
+                try client.send(#"{"method":"test.Thread"}"#)
+                try client.send(#"{"method":"test.Peer"}"#)
+            }
+            await handler.held.waitForWaiters(1)
+            handler.held.open()
+            let replies = try await offPool { [client] in try (0..<3).map { _ in try client.receiveReply() } }
+            #expect(replies[0] == #"{"parameters":{"data":"held"}}"#)
+            #expect(replies[1].contains("thread"))
+            #expect(replies[2].contains("uid"))
+        }
+    }
+
+    /// Connections opened, held and closed at random by three clients at once: every one is accepted and
+    /// answered, and none is left counted once all are closed.
+    @Test func everyConnectionIsAnsweredAndCountedOnce() async throws {
+        try await ServerFixture.with(handler: TestHandler()) { fixture in
             try await withThrowingTaskGroup(of: (opened: Int, answered: Int).self) { group in
                 for seed in 1...3 {
                     group.addTask {
@@ -121,14 +107,15 @@ struct VarlinkServerTests {
                             var held: [UnixClient] = []
                             defer { for client in held { client.close() } }
                             var (opened, answered) = (0, 0)
-                            for _ in 0..<600 {
+                            for _ in 0..<400 {
                                 if !held.isEmpty && (held.count > 12 || random.next() % 100 < 45) {
                                     held.remove(at: Int(random.next() % UInt64(held.count))).close()
                                     continue
                                 }
-                                let client = try UnixClient(path: path, receiveTimeout: .seconds(5))
+                                let client = try UnixClient(path: fixture.path, receiveTimeout: .seconds(5))
                                 opened += 1
-                                if try client.exchange(#"{"method":"test.Thread"}"#).contains("thread") {
+                                let method = random.next() % 2 == 0 ? "test.Thread" : "test.TaskThread"
+                                if try client.exchange(#"{"method":"\#(method)"}"#).contains("thread") {
                                     answered += 1
                                 }
                                 if random.next() % 100 < 60 { held.append(client) } else { client.close() }
@@ -142,71 +129,186 @@ struct VarlinkServerTests {
                     #expect(client.answered == client.opened)
                 }
             }
-            #expect(await BackgroundProcess.eventually { server.connectionCount == 0 })
+            #expect(try await fixture.waitForConnections(0))
         }
     }
 
     @Test func refusesToTakeOverASocketAnotherServerServes() async throws {
-        try await withServer { _, path in
-            let second = VarlinkServer(
-                configuration: .init(listen: .path(path, mode: 0o600)),
-                handler: TestHandler(),
-                logger: Logger(label: "test")
-            )
-            await #expect {
-                try await second.run()
-            } throws: { error in
-                "\(error)".contains("another process is serving \(path)")
+        try await ServerFixture.with(handler: TestHandler()) { fixture in
+            let message = try await fixture.loop.run { [path = fixture.path] loop in
+                let second = VarlinkServer(
+                    configuration: .init(listen: .path(path, mode: 0o600)), handler: TestHandler(), loop: loop,
+                    executor: fixture.loop.executor, logger: Logger(label: "test"))
+                do {
+                    try second.start()
+                    return "started"
+                } catch {
+                    return "\(error)"
+                }
             }
+            #expect(message.contains("another process is serving \(fixture.path)"))
         }
     }
 
     @Test func connectionsBeyondTheLimitAreClosedAtOnce() async throws {
-        try await withServer(maximumConnections: 2) { server, path in
-            let first = try UnixClient(path: path)
-            let second = try UnixClient(path: path)
+        try await ServerFixture.with(configure: { $0.maximumConnections = 2 }, handler: TestHandler()) { fixture in
+            let first = try UnixClient(path: fixture.path)
+            let second = try UnixClient(path: fixture.path)
             defer {
                 first.close()
                 second.close()
             }
-            #expect(await BackgroundProcess.eventually { server.connectionCount == 2 })
-            let third = try UnixClient(path: path)
+            #expect(try await fixture.waitForConnections(2))
+            let third = try UnixClient(path: fixture.path)
             defer { third.close() }
-            let result1 = try await offPool { [third] in try third.receiveUntilClosed(timeout: .seconds(5)) }
-            #expect(result1)
-            let result2 = try await offPool { [first] in try first.exchange(#"{"method":"test.Peer"}"#) }
-            #expect(result2.contains("uid"))
+            let closed_third = try await offPool { [third] in try third.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(closed_third)
+            let reply = try await offPool { [first] in try first.exchange(#"{"method":"test.Peer"}"#) }
+            #expect(reply.contains("uid"))
         }
     }
 
     @Test func aClientThatDoesNotReadIsDroppedAndOthersGoOn() async throws {
         let handler = TestHandler()
-        try await withServer(maximumPendingOutput: 256 * 1024, handler: handler) { server, path in
-            let flooded = try UnixClient(path: path)
+        try await ServerFixture.with(configure: { $0.maximumPendingOutput = 256 * 1024 }, handler: handler) {
+            fixture in
+            let flooded = try UnixClient(path: fixture.path)
             defer { flooded.close() }
             try await offPool { [flooded] in try flooded.send(#"{"method":"test.Flood","more":true}"#) }
             // It never reads: the server must give up on it, and the handler's send must fail.
-            #expect(await BackgroundProcess.eventually(timeout: .seconds(20)) { handler.floodEnded.count == 1 })
-            let other = try UnixClient(path: path)
+            #expect(
+                await BackgroundProcess.eventually(timeout: .seconds(20)) { handler.floodEnded.withLock { $0 } == 1 })
+            let other = try UnixClient(path: fixture.path)
             defer { other.close() }
-            let result3 = try await offPool { [other] in try other.exchange(#"{"method":"test.Peer"}"#) }
-            #expect(result3.contains("uid"))
-            #expect(await BackgroundProcess.eventually { server.connectionCount == 1 })
+            let reply = try await offPool { [other] in try other.exchange(#"{"method":"test.Peer"}"#) }
+            #expect(reply.contains("uid"))
+            #expect(try await fixture.waitForConnections(1))
+        }
+    }
+
+    /// A client that writes calls as fast as it can, and reads its replies, does not hold the loop: another
+    /// client's call is answered while the flood's calls are still coming.
+    @Test func aFloodingConnectionDoesNotStarveAnother() async throws {
+        try await ServerFixture.with(handler: TestHandler()) { fixture in
+            let flooder = try UnixClient(path: fixture.path)
+            defer { flooder.close() }
+            let calls = 20_000
+            let burst = Array(repeating: Array(#"{"method":"test.Thread"}"#.utf8) + [0], count: calls).joined()
+            let replies = Atomic<Int>(0)
+            let writer = Task {
+                try await offPool { [flooder] in
+                    var offset = 0
+                    let bytes = Array(burst)
+                    while offset < bytes.count {
+                        let count = bytes[offset...].withUnsafeBytes {
+                            write(flooder.descriptor, $0.baseAddress, $0.count)
+                        }
+                        guard count > 0 else { throw POSIXError(.EIO) }
+                        offset += count
+                    }
+                }
+            }
+            let reader = Task {
+                try await offPool { [flooder] in
+                    for _ in 0..<calls {
+                        _ = try flooder.receiveReply()
+                        replies.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+            // Wait for the flood to be under way, then ask.
+            #expect(await BackgroundProcess.eventually { replies.load(ordering: .relaxed) > 100 })
+            let other = try UnixClient(path: fixture.path)
+            defer { other.close() }
+            let reply = try await offPool { [other] in try other.exchange(#"{"method":"test.Peer"}"#) }
+            let answeredMeanwhile = replies.load(ordering: .relaxed)
+            #expect(reply.contains("uid"))
+            #expect(answeredMeanwhile < calls)
+            try await writer.value
+            try await reader.value
+            #expect(replies.load(ordering: .relaxed) == calls)
         }
     }
 
     @Test func idleConnectionsAreClosedButBusyOnesAreNot() async throws {
-        try await withServer(idleTimeout: .milliseconds(200)) { _, path in
-            let idle = try UnixClient(path: path)
+        let handler = TestHandler()
+        try await ServerFixture.with(configure: { $0.idleTimeout = .milliseconds(200) }, handler: handler) { fixture in
+            let idle = try UnixClient(path: fixture.path)
             defer { idle.close() }
-            let result4 = try await offPool { [idle] in try idle.receiveUntilClosed(timeout: .seconds(5)) }
-            #expect(result4)
+            let closed_idle = try await offPool { [idle] in try idle.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(closed_idle)
 
             // A call in flight for longer than the idle timeout keeps its connection.
-            let busy = try UnixClient(path: path)
+            let busy = try UnixClient(path: fixture.path)
             defer { busy.close() }
-            let held = try await offPool { [busy] in try busy.exchange(#"{"method":"test.Hold"}"#) }
-            #expect(held == #"{"parameters":{"data":"held"}}"#)
+            try await offPool { [busy] in try busy.send(#"{"method":"test.Hold"}"#) }
+            await handler.held.waitForWaiters(1)
+            // Past the idle timeout, so that a wrong close would have happened (the one sleep: time must pass).
+            try await Task.sleep(for: .milliseconds(600))
+            handler.held.open()
+            let reply = try await offPool { [busy] in try busy.receiveReply() }
+            #expect(reply == #"{"parameters":{"data":"held"}}"#)
+            let closed_busy = try await offPool { [busy] in try busy.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(closed_busy)
         }
+    }
+
+    @Test func stoppingClosesEveryConnectionAndRemovesTheSocket() async throws {
+        try await ServerFixture.with(handler: TestHandler()) { fixture in
+            let client = try UnixClient(path: fixture.path)
+            defer { client.close() }
+            #expect(try await fixture.waitForConnections(1))
+            try await fixture.stop()
+            let closed_client = try await offPool { [client] in try client.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(closed_client)
+            #expect(access(fixture.path, F_OK) != 0)
+        }
+    }
+}
+
+/// Calls that wait until the test opens the gate; the test can wait until a number of them wait.
+final class Gate: Sendable {
+    private let state = Mutex<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>], arrived: Int)>(
+        (false, [], 0))
+
+    /// Waits until the gate opens.
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state in
+                state.arrived += 1
+                if state.isOpen { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    /// Opens the gate: every waiter goes on, and every later one at once.
+    func open() {
+        let waiters = state.withLock { state in
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Lets the first `count` waiters go on.
+    func release(_ count: Int) {
+        let waiters = state.withLock { state in
+            let released = Array(state.waiters.prefix(count))
+            state.waiters.removeFirst(released.count)
+            return released
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// How many calls have come to the gate.
+    var arrived: Int { state.withLock { $0.arrived } }
+
+    /// Waits until `count` calls have come to the gate in all.
+    func waitForWaiters(_ count: Int) async {
+        _ = await BackgroundProcess.eventually { arrived >= count }
     }
 }

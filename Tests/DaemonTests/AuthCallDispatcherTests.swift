@@ -26,7 +26,7 @@ struct AuthCallDispatcherTests {
                 logger: Logger(label: "test")
             )
             service = AuthService(
-                store: store, records: [], clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared,
+                store: store, records: [], clock: clock, storeExecutor: StoreWriters.shared,
                 logger: Logger(label: "test"))
             dispatcher = AuthCallDispatcher(
                 service: service,
@@ -313,7 +313,7 @@ struct AuthCallDispatcherTests {
         let clock = ManualClock(Date())
         let service = AuthService(
             store: store, records: [], flushTimeout: .seconds(10), clock: clock,
-            storeExecutor: ThreadPoolStoreExecutor.shared, logger: logs.logger())
+            storeExecutor: StoreWriters.shared, logger: logs.logger())
         let dispatcher = AuthCallDispatcher(
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
         let frames = Arrivals<String>()

@@ -30,7 +30,7 @@ struct AuthServiceTests {
                 records: [],
                 flushTimeout: flushTimeout,
                 clock: clock,
-                storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test")
+                storeExecutor: StoreWriters.shared, logger: Logger(label: "test")
             )
         }
 
@@ -404,7 +404,7 @@ struct SubscriptionBoundTests {
             logger: Logger(label: "test")
         )
         let service = AuthService(
-            store: store, records: [], maximumSubscribersPerGroup: 2, storeExecutor: ThreadPoolStoreExecutor.shared,
+            store: store, records: [], maximumSubscribersPerGroup: 2, storeExecutor: StoreWriters.shared,
             logger: Logger(label: "test"))
         let shop = try AppGroup("shop")
         let first = await service.subscribe(shop, pid: 1)

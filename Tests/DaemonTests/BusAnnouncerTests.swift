@@ -41,7 +41,7 @@ struct BusAnnouncerTests {
             logger: Logger(label: "test")
         )
         let service = AuthService(
-            store: store, records: [], storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test"))
+            store: store, records: [], storeExecutor: StoreWriters.shared, logger: Logger(label: "test"))
         let events = await service.observeAll()
         let forwarding = Task { for await event in events { announcer.announce(event) } }
         defer { forwarding.cancel() }

@@ -60,7 +60,7 @@ struct ServiceExpiryTests {
             store: try Self.store(directory),
             records: records,
             clock: clock,
-            storeExecutor: ThreadPoolStoreExecutor.shared, logger: Logger(label: "test")
+            storeExecutor: StoreWriters.shared, logger: Logger(label: "test")
         )
         let events = await service.observeAll()
         await service.start()
@@ -84,7 +84,7 @@ struct ServiceExpiryTests {
         defer { directory.remove() }
         let timer = try WallClockTimer()
         let service = AuthService(
-            store: try Self.store(directory), records: [], storeExecutor: ThreadPoolStoreExecutor.shared, timer: timer,
+            store: try Self.store(directory), records: [], storeExecutor: StoreWriters.shared, timer: timer,
             logger: Logger(label: "test"))
         let thread = try LoopThread()
         defer { thread.stop() }
@@ -114,7 +114,7 @@ struct ServiceExpiryTests {
         defer { directory.remove() }
         let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
         let service = AuthService(
-            store: try Self.store(directory), records: [], clock: clock, storeExecutor: ThreadPoolStoreExecutor.shared,
+            store: try Self.store(directory), records: [], clock: clock, storeExecutor: StoreWriters.shared,
             logger: Logger(label: "test"))
         let events = await service.observeAll()
         _ = try await service.setToken(TestJWT().token(exp: 1_899_999_000), for: try AppGroup("shop"))

@@ -24,7 +24,7 @@ struct SubscriptionDropTests {
         let logs = LogCapture()
         let service = AuthService(
             store: store, records: [], clock: ManualClock(Date(timeIntervalSince1970: 1_900_000_000)),
-            storeExecutor: ThreadPoolStoreExecutor.shared, logger: logs.logger())
+            storeExecutor: StoreWriters.shared, logger: logs.logger())
         let shop = try AppGroup("shop")
         let stuck = try #require(await service.subscribe(shop, pid: 42))
         let reading = Collector(try #require(await service.subscribe(shop, pid: 43)))

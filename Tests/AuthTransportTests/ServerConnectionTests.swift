@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthProtocol
+import AuthTestKit
+import Foundation
+import Synchronization
+import Systemd
+import Testing
+
+@testable import AuthTransport
+
+/// One connection on one end of a socket pair, driven by the server's loop: its framing, its bound on calls in
+/// flight (the kernel keeps what it does not read), its bound on output, half-close, and its timeouts.
+@Suite("Varlink server connection")
+struct ServerConnectionTests {
+    /// test.Now is answered at once; test.Wait waits at the gate; test.Big answers with `size` bytes at once.
+    final class Handler: VarlinkCallHandler {
+        let gate = Gate()
+        let handled = Mutex<[String]>([])
+        let closed = Mutex(0)
+
+        func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
+            call.method == "test.Now" ? Array(#"{"parameters":{}}"#.utf8) + [0] : nil
+        }
+
+        func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+            handled.withLock { $0.append(call.method) }
+            if call.method == "test.Wait" { await gate.wait() }
+            // A call that waited its turn comes here, whatever the loop could have answered.
+            let reply =
+                call.method == "test.Now" ? #"{"parameters":{}}"# : #"{"parameters":{"method":"\#(call.method)"}}"#
+            try? replies.send(Array(reply.utf8) + [0])
+        }
+
+        func connectionClosed(_ connection: VarlinkConnectionID) async {
+            closed.withLock { $0 += 1 }
+        }
+    }
+
+    static func call(_ method: String) -> String { #"{"method":"\#(method)"}"# }
+
+    /// Bytes the kernel holds for the server's end: sent by the client and not yet read by the server.
+    static func unread(_ serverEnd: Int32) -> Int {
+        var count: Int32 = 0
+        _ = ioctl(serverEnd, UInt(FIONREAD), &count)
+        return Int(count)
+    }
+
+    /// Lets the loop take several turns: what it could read by now, it has read.
+    static func settle(_ fixture: ServerFixture) async throws {
+        for _ in 0..<10 { try await fixture.loop.run { _ in } }
+    }
+
+    @Test func aCallSentByteByByteIsOneCall() async throws {
+        try await ServerFixture.with(handler: Handler()) { fixture in
+            let client = try await fixture.connectedPair()
+            defer { client.close() }
+            let reply = try await offPool { [client] in
+                for byte in Self.call("test.Peer").utf8 {
+                    try client.send(String(UnicodeScalar(byte)), terminated: false)
+                }
+                try client.send("")
+                return try client.receiveReply()
+            }
+            #expect(reply == #"{"parameters":{"method":"test.Peer"}}"#)
+        }
+    }
+
+    @Test func aMessagePastTheBoundClosesTheConnection() async throws {
+        try await ServerFixture.with(configure: { $0.maximumMessageSize = 1024 }, handler: Handler()) { fixture in
+            let client = try await fixture.connectedPair()
+            defer { client.close() }
+            let closed = try await offPool { [client] in
+                try client.send(String(repeating: " ", count: 2048), terminated: false)
+                return try client.receiveUntilClosed(timeout: .seconds(5))
+            }
+            #expect(closed)
+        }
+    }
+
+    @Test func atItsBoundOfCallsInFlightTheConnectionStopsReadingUntilHalfAreDone() async throws {
+        let handler = Handler()
+        try await ServerFixture.with(configure: { $0.maximumCallsInFlight = 4 }, handler: handler) { fixture in
+            let (client, serverEnd) = try await fixture.connectedPairWithServerEnd()
+            defer { client.close() }
+            // Four calls: the first runs and waits at the gate, three wait behind it; the bound is reached.
+            for _ in 0..<4 { try client.send(Self.call("test.Wait")) }
+            await handler.gate.waitForWaiters(1)
+            try await Self.settle(fixture)
+            #expect(Self.unread(serverEnd) == 0)
+            // More calls stay in the kernel: the connection does not read at its bound.
+            for _ in 0..<4 { try client.send(Self.call("test.Now")) }
+            try await Self.settle(fixture)
+            #expect(Self.unread(serverEnd) == 4 * (Self.call("test.Now").utf8.count + 1))
+            // One call done leaves three in flight, over half: still not reading.
+            handler.gate.release(1)
+            await handler.gate.waitForWaiters(2)
+            try await Self.settle(fixture)
+            #expect(Self.unread(serverEnd) > 0)
+            // Two done: half the bound; the connection reads on, and every call is answered in order.
+            handler.gate.open()
+            let replies = try await offPool { [client] in try (0..<8).map { _ in try client.receiveReply() } }
+            #expect(replies.prefix(4).allSatisfy { $0.contains("test.Wait") })
+            #expect(replies.suffix(4).allSatisfy { $0 == #"{"parameters":{}}"# })
+            #expect(Self.unread(serverEnd) == 0)
+        }
+    }
+
+    @Test func aPeerThatShutsDownItsSideGetsItsRepliesThenTheConnectionCloses() async throws {
+        try await ServerFixture.with(handler: Handler()) { fixture in
+            let client = try await fixture.connectedPair()
+            defer { client.close() }
+            let (replies, closed) = try await offPool { [client] in
+                try client.send(Self.call("test.Now"))
+                try client.send(Self.call("test.Peer"))
+                try client.send(Self.call("test.Now"))
+                shutdown(client.descriptor, Int32(SHUT_WR))
+                return (
+                    try (0..<3).map { _ in try client.receiveReply() },
+                    try client.receiveUntilClosed(timeout: .seconds(5))
+                )
+            }
+            #expect(
+                replies == [#"{"parameters":{}}"#, #"{"parameters":{"method":"test.Peer"}}"#, #"{"parameters":{}}"#])
+            #expect(closed)
+            #expect(try await fixture.waitForConnections(0))
+        }
+    }
+
+    @Test func unreadOutputStopsReadingAtItsBound() async throws {
+        try await ServerFixture.with(configure: { $0.maximumPendingOutput = 1024 }, handler: Handler()) { fixture in
+            let (client, serverEnd) = try await fixture.connectedPairWithServerEnd()
+            defer { client.close() }
+            // The client sends far more calls than the kernel's buffers and the bound hold replies for, and reads
+            // none: the server stops reading, so the calls stay unread and the connection stays open.
+            let calls = 40_000
+            let writer = Task {
+                try await offPool { [client] in for _ in 0..<calls { try client.send(Self.call("test.Now")) } }
+            }
+            try await Self.settle(fixture)
+            #expect(await BackgroundProcess.eventually { Self.unread(serverEnd) > 0 })
+            #expect(try await fixture.connectionCount() == 1)
+            // Reading lets it go on to the end.
+            let replies = try await offPool { [client] in try (0..<calls).map { _ in try client.receiveReply() } }
+            try await writer.value
+            #expect(replies.count == calls)
+        }
+    }
+
+    @Test func aMessageThatTakesTooLongToArriveClosesTheConnection() async throws {
+        try await ServerFixture.with(configure: { $0.messageTimeout = .milliseconds(200) }, handler: Handler()) {
+            fixture in
+            let client = try await fixture.connectedPair()
+            defer { client.close() }
+            let closed = try await offPool { [client] in
+                try client.send(#"{"method":"#, terminated: false)
+                return try client.receiveUntilClosed(timeout: .seconds(5))
+            }
+            #expect(closed)
+        }
+    }
+
+    @Test func onlyAWholeMessageResetsTheIdleTimeout() async throws {
+        try await ServerFixture.with(
+            configure: {
+                $0.idleTimeout = .milliseconds(300)
+                $0.messageTimeout = .seconds(60)
+            }, handler: Handler()
+        ) { fixture in
+            let client = try await fixture.connectedPair()
+            defer { client.close() }
+            // A byte every 50 ms never makes a whole message: the connection is idle all along and is closed.
+            let closed = try await offPool { [client] in
+                try client.send("{", terminated: false)
+                for _ in 0..<100 {
+                    var poller = pollfd(fd: client.descriptor, events: Int16(POLLIN), revents: 0)
+                    if poll(&poller, 1, 50) == 1 { return try client.receiveUntilClosed(timeout: .seconds(1)) }
+                    try client.send(" ", terminated: false)
+                }
+                return false
+            }
+            #expect(closed)
+        }
+    }
+
+    @Test func aPeerThatClosesIsSeenWhileItsCallRunsAndTheHandlerHearsOnceTheCallReturned() async throws {
+        let handler = Handler()
+        try await ServerFixture.with(handler: handler) { fixture in
+            let client = try await fixture.connectedPair()
+            try client.send(Self.call("test.Wait"))
+            await handler.gate.waitForWaiters(1)
+            client.close()
+            #expect(try await fixture.waitForConnections(0))
+            #expect(handler.closed.withLock { $0 } == 0)
+            handler.gate.open()
+            #expect(await BackgroundProcess.eventually { handler.closed.withLock { $0 } == 1 })
+        }
+    }
+}
