@@ -66,7 +66,7 @@ struct ServerConnectionTests {
     }
 
     @Test func aMessagePastTheBoundClosesTheConnection() async throws {
-        try await ServerFixture.with(configure: { $0.maximumMessageSize = 1024 }, handler: Handler()) { fixture in
+        try await ServerFixture.with(ServerSettings(maximumMessageSize: 1024), handler: Handler()) { fixture in
             let client = try await fixture.connectedPair()
             defer { client.close() }
             let closed = try await offPool { [client] in
@@ -79,7 +79,7 @@ struct ServerConnectionTests {
 
     @Test func atItsBoundOfCallsInFlightTheConnectionStopsReadingUntilHalfAreDone() async throws {
         let handler = Handler()
-        try await ServerFixture.with(configure: { $0.maximumCallsInFlight = 4 }, handler: handler) { fixture in
+        try await ServerFixture.with(ServerSettings(maximumCallsInFlight: 4), handler: handler) { fixture in
             let (client, serverEnd) = try await fixture.connectedPairWithServerEnd()
             defer { client.close() }
             // Four calls: the first runs and waits at the gate, three wait behind it; the bound is reached.
@@ -127,7 +127,7 @@ struct ServerConnectionTests {
     }
 
     @Test func unreadOutputStopsReadingAtItsBound() async throws {
-        try await ServerFixture.with(configure: { $0.maximumPendingOutput = 1024 }, handler: Handler()) { fixture in
+        try await ServerFixture.with(ServerSettings(maximumPendingOutput: 1024), handler: Handler()) { fixture in
             let (client, serverEnd) = try await fixture.connectedPairWithServerEnd()
             defer { client.close() }
             // The client sends far more calls than the kernel's buffers and the bound hold replies for, and reads
@@ -147,7 +147,7 @@ struct ServerConnectionTests {
     }
 
     @Test func aMessageThatTakesTooLongToArriveClosesTheConnection() async throws {
-        try await ServerFixture.with(configure: { $0.messageTimeout = .milliseconds(200) }, handler: Handler()) {
+        try await ServerFixture.with(ServerSettings(messageTimeout: .milliseconds(200)), handler: Handler()) {
             fixture in
             let client = try await fixture.connectedPair()
             defer { client.close() }
@@ -161,10 +161,7 @@ struct ServerConnectionTests {
 
     @Test func onlyAWholeMessageResetsTheIdleTimeout() async throws {
         try await ServerFixture.with(
-            configure: {
-                $0.idleTimeout = .milliseconds(300)
-                $0.messageTimeout = .seconds(60)
-            }, handler: Handler()
+            ServerSettings(idleTimeout: .milliseconds(300), messageTimeout: .seconds(60)), handler: Handler()
         ) { fixture in
             let client = try await fixture.connectedPair()
             defer { client.close() }

@@ -18,7 +18,7 @@ struct ServerFixture: Sendable {
 
     /// Runs `body` with a started server, then stops it and its loop.
     static func with(
-        configure: @Sendable (inout VarlinkServer.Configuration) -> Void = { _ in },
+        _ settings: ServerSettings = ServerSettings(),
         handler: any VarlinkCallHandler,
         _ body: (ServerFixture) async throws -> Void
     ) async throws {
@@ -26,7 +26,7 @@ struct ServerFixture: Sendable {
         defer { directory.remove() }
         let path = directory.appending("io.socket")
         var configuration = VarlinkServer.Configuration(listen: .path(path, mode: 0o600))
-        configure(&configuration)
+        settings.apply(to: &configuration)
         let loop = try TestLoop()
         defer { loop.stop() }
         let server = try await loop.run { [configuration] mainLoop in
@@ -85,5 +85,24 @@ struct ServerFixture: Sendable {
         _ = fcntl(serverEnd, F_SETFL, fcntl(serverEnd, F_GETFL) | O_NONBLOCK)
         try await loop.run { [server] _ in server.value.serve(connected: serverEnd) }
         return (UnixClient(connected: pair[1], receiveTimeout: receiveTimeout), serverEnd)
+    }
+}
+
+/// The server's bounds a test sets; nil keeps the default.
+struct ServerSettings {
+    var maximumConnections: Int?
+    var maximumMessageSize: Int?
+    var maximumCallsInFlight: Int?
+    var maximumPendingOutput: Int?
+    var idleTimeout: Duration?
+    var messageTimeout: Duration?
+
+    func apply(to configuration: inout VarlinkServer.Configuration) {
+        if let maximumConnections { configuration.maximumConnections = maximumConnections }
+        if let maximumMessageSize { configuration.maximumMessageSize = maximumMessageSize }
+        if let maximumCallsInFlight { configuration.maximumCallsInFlight = maximumCallsInFlight }
+        if let maximumPendingOutput { configuration.maximumPendingOutput = maximumPendingOutput }
+        if let idleTimeout { configuration.idleTimeout = idleTimeout }
+        if let messageTimeout { configuration.messageTimeout = messageTimeout }
     }
 }

@@ -151,7 +151,7 @@ struct VarlinkServerTests {
     }
 
     @Test func connectionsBeyondTheLimitAreClosedAtOnce() async throws {
-        try await ServerFixture.with(configure: { $0.maximumConnections = 2 }, handler: TestHandler()) { fixture in
+        try await ServerFixture.with(ServerSettings(maximumConnections: 2), handler: TestHandler()) { fixture in
             let first = try UnixClient(path: fixture.path)
             let second = try UnixClient(path: fixture.path)
             defer {
@@ -161,8 +161,8 @@ struct VarlinkServerTests {
             #expect(try await fixture.waitForConnections(2))
             let third = try UnixClient(path: fixture.path)
             defer { third.close() }
-            let closed_third = try await offPool { [third] in try third.receiveUntilClosed(timeout: .seconds(5)) }
-            #expect(closed_third)
+            let thirdClosed = try await offPool { [third] in try third.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(thirdClosed)
             let reply = try await offPool { [first] in try first.exchange(#"{"method":"test.Peer"}"#) }
             #expect(reply.contains("uid"))
         }
@@ -170,7 +170,7 @@ struct VarlinkServerTests {
 
     @Test func aClientThatDoesNotReadIsDroppedAndOthersGoOn() async throws {
         let handler = TestHandler()
-        try await ServerFixture.with(configure: { $0.maximumPendingOutput = 256 * 1024 }, handler: handler) {
+        try await ServerFixture.with(ServerSettings(maximumPendingOutput: 256 * 1024), handler: handler) {
             fixture in
             let flooded = try UnixClient(path: fixture.path)
             defer { flooded.close() }
@@ -232,11 +232,11 @@ struct VarlinkServerTests {
 
     @Test func idleConnectionsAreClosedButBusyOnesAreNot() async throws {
         let handler = TestHandler()
-        try await ServerFixture.with(configure: { $0.idleTimeout = .milliseconds(200) }, handler: handler) { fixture in
+        try await ServerFixture.with(ServerSettings(idleTimeout: .milliseconds(200)), handler: handler) { fixture in
             let idle = try UnixClient(path: fixture.path)
             defer { idle.close() }
-            let closed_idle = try await offPool { [idle] in try idle.receiveUntilClosed(timeout: .seconds(5)) }
-            #expect(closed_idle)
+            let idleClosed = try await offPool { [idle] in try idle.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(idleClosed)
 
             // A call in flight for longer than the idle timeout keeps its connection.
             let busy = try UnixClient(path: fixture.path)
@@ -248,8 +248,8 @@ struct VarlinkServerTests {
             handler.held.open()
             let reply = try await offPool { [busy] in try busy.receiveReply() }
             #expect(reply == #"{"parameters":{"data":"held"}}"#)
-            let closed_busy = try await offPool { [busy] in try busy.receiveUntilClosed(timeout: .seconds(5)) }
-            #expect(closed_busy)
+            let busyClosed = try await offPool { [busy] in try busy.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(busyClosed)
         }
     }
 
@@ -259,8 +259,8 @@ struct VarlinkServerTests {
             defer { client.close() }
             #expect(try await fixture.waitForConnections(1))
             try await fixture.stop()
-            let closed_client = try await offPool { [client] in try client.receiveUntilClosed(timeout: .seconds(5)) }
-            #expect(closed_client)
+            let clientClosed = try await offPool { [client] in try client.receiveUntilClosed(timeout: .seconds(5)) }
+            #expect(clientClosed)
             #expect(access(fixture.path, F_OK) != 0)
         }
     }
