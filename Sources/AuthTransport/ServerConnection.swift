@@ -119,7 +119,10 @@ final class ServerConnection {
             // Gone while the connection did not read: nobody is left to answer.
             return close()
         }
-        guard revents & UInt32(EPOLLIN.rawValue) != 0 || hungUp else { return }
+        // Not while it does not read: an event reported before it stopped is stale.
+        guard events & UInt32(EPOLLIN.rawValue) != 0, revents & UInt32(EPOLLIN.rawValue) != 0 || hungUp else {
+            return
+        }
         let buffer = server.readBuffer
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         if count > 0 {
@@ -241,7 +244,9 @@ final class ServerConnection {
             output.count - written <= limits.maximumPendingOutput / 2
         else { return }
         paused = false
-        if running == nil { process() } else { updateEvents() }
+        // The messages buffered first (into the queue, while a call runs): reading more before they are taken
+        // would grow the buffer without bound.
+        process()
     }
 
     /// Watches for input while the connection takes calls, and for writability while output waits.

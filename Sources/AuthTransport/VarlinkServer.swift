@@ -67,7 +67,7 @@ public final class VarlinkServer {
     }
 
     /// The most bytes one connection's wake-up reads: its share of the loop before the others' turn.
-    public static let readBudget = 16 * 1024
+    public static let readBudget = 4 * 1024
     /// The most connections one wake-up of the listening socket accepts.
     static let acceptBudget = 16
 
