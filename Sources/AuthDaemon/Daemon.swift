@@ -69,8 +69,27 @@ public struct Daemon: Sendable {
     public static let defaultMaximumConnections = 4096
     /// The bounds `--max-connections` accepts.
     public static let connectionLimitRange = 1...1_048_576
-    /// The default bound on one user's connected clients (`--max-connections-per-user`).
-    public static let defaultMaximumConnectionsPerUser = 256
+    /// The most that the default share of one user (`--max-connections-per-user`) grows to.
+    public static let defaultShareCeiling = 256
+
+    /// The connections that users other than root and the daemon's own may hold together: all but a sixteenth
+    /// of `maximumConnections` (``ConnectionAdmission``'s reserve).
+    public static func ordinaryPool(ofMaximum maximumConnections: Int) -> Int {
+        maximumConnections - maximumConnections / 16
+    }
+
+    /// The default bound on one user's connected clients: a quarter of what ordinary users may hold together,
+    /// at most ``defaultShareCeiling``, so that one user at its share leaves room for others whatever
+    /// `--max-connections` is.
+    public static func defaultMaximumConnectionsPerUser(ofMaximum maximumConnections: Int) -> Int {
+        max(1, min(defaultShareCeiling, ordinaryPool(ofMaximum: maximumConnections) / 4))
+    }
+
+    /// The largest share `--max-connections-per-user` may give one user: half of what ordinary users may hold
+    /// together, so that another user can hold as many.
+    public static func largestShare(ofMaximum maximumConnections: Int) -> Int {
+        max(1, ordinaryPool(ofMaximum: maximumConnections) / 2)
+    }
     /// The default bound on one connection's calls in flight (`--max-calls-in-flight`).
     public static let defaultMaximumCallsInFlight = 16
     /// The default idle timeout of a connection, in seconds (`--idle-timeout`).
@@ -91,7 +110,7 @@ public struct Daemon: Sendable {
         flushTimeout: Duration = .seconds(2),
         refreshLease: TimeInterval = AuthService.defaultRefreshLease,
         maximumConnections: Int = defaultMaximumConnections,
-        maximumConnectionsPerUser: Int = defaultMaximumConnectionsPerUser,
+        maximumConnectionsPerUser: Int? = nil,
         maximumCallsInFlight: Int = defaultMaximumCallsInFlight,
         idleTimeout: Duration = .seconds(defaultIdleTimeoutSeconds),
         storeExecutor: any StoreExecutor,
@@ -101,7 +120,8 @@ public struct Daemon: Sendable {
     ) throws(DaemonError) {
         self.mode = mode
         self.maximumConnections = maximumConnections
-        self.maximumConnectionsPerUser = maximumConnectionsPerUser
+        self.maximumConnectionsPerUser =
+            maximumConnectionsPerUser ?? Self.defaultMaximumConnectionsPerUser(ofMaximum: maximumConnections)
         self.maximumCallsInFlight = maximumCallsInFlight
         self.idleTimeout = idleTimeout
         self.paths = paths

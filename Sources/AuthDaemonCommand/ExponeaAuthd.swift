@@ -85,11 +85,11 @@ struct ExponeaAuthd: ParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "How many clients one user other than root and the daemon's own may have connected at once (1-\(Daemon.connectionLimitRange.upperBound)).",
+            "How many clients one user other than root and the daemon's own may have connected at once (default: a quarter of --max-connections, at most \(Daemon.defaultShareCeiling); at most half of it).",
             valueName: "count"
         )
     )
-    var maxConnectionsPerUser: Int = Daemon.defaultMaximumConnectionsPerUser
+    var maxConnectionsPerUser: Int?
 
     @Option(
         name: .long,
@@ -131,11 +131,17 @@ struct ExponeaAuthd: ParsableCommand {
                 "--max-connections needs a number from \(range.lowerBound) to \(range.upperBound), not \(maxConnections)"
             )
         }
-        guard Daemon.connectionLimitRange.contains(maxConnectionsPerUser) else {
-            let range = Daemon.connectionLimitRange
-            throw ValidationError(
-                "--max-connections-per-user needs a number from \(range.lowerBound) to \(range.upperBound), not \(maxConnectionsPerUser)"
-            )
+        if let maxConnectionsPerUser {
+            let largest = Daemon.largestShare(ofMaximum: maxConnections)
+            guard (1...largest).contains(maxConnectionsPerUser) else {
+                throw ValidationError(
+                    """
+                    --max-connections-per-user needs a number from 1 to \(largest), not \(maxConnectionsPerUser): one \
+                    user's share must leave as many connections for the others (--max-connections \(maxConnections) \
+                    leaves \(Daemon.ordinaryPool(ofMaximum: maxConnections)) to users other than root)
+                    """
+                )
+            }
         }
         guard (1...1024).contains(maxCallsInFlight) else {
             throw ValidationError("--max-calls-in-flight needs a number from 1 to 1024, not \(maxCallsInFlight)")

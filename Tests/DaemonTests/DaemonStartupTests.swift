@@ -74,6 +74,8 @@ struct DaemonStartupTests {
     @Test(arguments: [
         ["--flush-timeout", "601"], ["--flush-timeout=-1"], ["--socket", "relative.socket"],
         ["--max-connections", "0"], ["--max-connections=2000000"],
+        // One user's share must leave other users as many: 200 leaves 188 to users other than root.
+        ["--max-connections-per-user", "95", "--max-connections", "200"], ["--max-connections-per-user", "0"],
     ])
     func refusesABadOptionWithWhatItNeeds(arguments: [String]) throws {
         let result = try ChildProcess.run(BuildProducts.executable("exponea-authd"), ["--user"] + arguments)
