@@ -18,14 +18,13 @@
 //        \  |     |                                                        |
 //         AuthCore (pure rules: no I/O, no clock of its own) --------------+
 //
-//   Systemd (sd-event loop, sd-bus, sd_notify, journal) -> CSystemdShim (loads libsystemd at first use) -> CSystemd
-//   (its headers);
-//   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h); AuthDaemon knows no NIO threads: AuthDaemonCommand
-//   makes them (NIOPosix: Swift concurrency's event loop through CConcurrencyHook, the runtime's global-executor
-//   hook; the store's thread pool) and injects them; AuthDaemonCommand, AuthCtlCommands -> CProcessControl
+//   Systemd (sd-event loop, its executor for Swift concurrency, sd-bus, sd_notify, journal) -> CSystemdShim (loads
+//   libsystemd at first use) -> CSystemd (its headers), CConcurrencyHook (the runtime's global-executor hook);
+//   AuthTransport (the Varlink server, sources of the loop) -> CEpoll (epoll.h, accept4);
+//   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h); AuthDaemonCommand, AuthCtlCommands -> CProcessControl
 //   (prctl.h: no core dumps)
-//   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon, AuthDaemonCommand (the store's pool) and
-//   AuthProtocol (the per-hop costs in-process)
+//   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon (the store's writers) and AuthProtocol
+//   (the per-hop costs in-process)
 //   docs/architecture.md: the modules, who owns which thread, and how a GetToken and a SetToken travel through them
 //
 //   fuzz-varlink, fuzz-jwt, fuzz-config, fuzz-record (exe, Fuzz/): replay drivers over AuthProtocol, AuthCore,
@@ -46,7 +45,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
@@ -304,8 +302,6 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             exclude: ["Fixtures"]
         ),
