@@ -204,9 +204,12 @@ public struct Daemon: Sendable {
     }
 
     /// The status line from the counts the service last committed, without waiting for its actor.
-    var committedStatusLine: String {
+    var committedStatusLine: String { statusLine(committedWithClients: nil) }
+
+    /// The status line from the counts the service last committed, with `clients` connected.
+    func statusLine(committedWithClients clients: Int?) -> String {
         let (groups, withToken) = service.committedGroupCounts()
-        return Self.statusLine(groups: groups, withToken: withToken, clients: nil)
+        return Self.statusLine(groups: groups, withToken: withToken, clients: clients)
     }
 
     private static func statusLine(groups: Int, withToken: Int, clients: Int?) -> String {

@@ -234,7 +234,8 @@ public final class BusAnnouncer {
         connection = nil
     }
 
-    private func emit(_ event: AuthEvent) {
+    /// Sends `event`'s signal now, or queues it until the name is owned. On the loop's thread.
+    func emit(_ event: AuthEvent) {
         guard owned, let connection, let watchers else {
             pending.append(event)
             if pending.count > Self.queueLimit { pending.removeFirst(pending.count - Self.queueLimit) }

@@ -50,7 +50,7 @@ public final class DaemonLifecycle {
         /// The start-up ended, with the daemon, or why it could not start.
         case started(Result<Daemon, DaemonError>)
         /// The service sent what its loaded tokens called for; the daemon is ready.
-        case ready(AsyncStream<AuthEvent>, counts: AsyncStream<Void>, status: String)
+        case ready(status: String)
         /// The service answered a watchdog check.
         case alive(status: String)
     }
@@ -70,8 +70,8 @@ public final class DaemonLifecycle {
     private var server: VarlinkServer?
     private var isReady = false
     private var isStopping = false
-    /// The tasks that follow the service (events to the bus, the status line), cancelled at shutdown.
-    private var followers: [Task<Void, Never>] = []
+    /// The STATUS line last sent.
+    private var status = ""
     private var announcer: BusAnnouncer?
     private var watchdog: EventSource?
     private var failure: DaemonError?
@@ -143,27 +143,14 @@ public final class DaemonLifecycle {
             logger.info("Started in \(daemon.mode) mode", metadata: ["authd.status": "\(daemon.committedStatusLine)"])
             self.daemon = daemon
             serve(daemon)
-        case .ready(let events, let counts, let status):
-            guard let daemon, let server, !isStopping else { return }
+        case .ready(let status):
+            guard !isStopping else { return }
             isReady = true
+            self.status = status
             notifier.notify(.ready, .status(status))
             // What only the start-up ran need not stay resident.
             let released = StartupPages.release()
             logger.debug("Released the start-up's pages", metadata: ["authd.released_kib": "\(released)"])
-            let announcements = announcer?.announcements
-            let notifier = notifier
-            followers.append(Task { for await event in events { announcements?.announce(event) } })
-            // STATUS follows every change of the figures it shows, coalesced; nothing polls for it.
-            let clients = LoopBound(server, executor: executor)
-            followers.append(
-                Task {
-                    var last = ""
-                    for await _ in counts {
-                        let line = await daemon.statusLine(clients: clients.value.connectionCount)
-                        if line != last { notifier.notify(.status(line)) }
-                        last = line
-                    }
-                })
             armWatchdog()
         case .alive(let status):
             guard !isStopping else { return }
@@ -210,13 +197,35 @@ public final class DaemonLifecycle {
         }
         let service = daemon.service
         let clients = server.connectionCount
+        // The service's events and count changes come as calls on this thread (its actor runs on the loop): to
+        // the bus at once, and to STATUS. From another thread (none in the daemon) they take the inbox's way.
+        let lifecycle = LoopBound(self, executor: executor)
+        let announcements = announcer?.announcements
+        let executor = executor
         Task { [inbox] in
-            let events = await service.observeAll()
-            let counts = await service.observeCounts()
+            await service.observeAll { event in
+                if executor.isCurrent { lifecycle.value.announcer?.emit(event) } else { announcements?.announce(event) }
+            }
+            await service.observeCounts {
+                if executor.isCurrent {
+                    lifecycle.value.updateStatus()
+                } else {
+                    executor.execute { lifecycle.value.updateStatus() }
+                }
+            }
             await service.start()
             let status = await daemon.statusLine(clients: clients)
-            inbox.send(.ready(events, counts: counts, status: status))
+            inbox.send(.ready(status: status))
         }
+    }
+
+    /// Sends STATUS= when the line it shows changed: the counts the service committed, and the connections.
+    private func updateStatus() {
+        guard isReady, !isStopping, let daemon else { return }
+        let line = daemon.statusLine(committedWithClients: server?.connectionCount)
+        guard line != status else { return }
+        status = line
+        notifier.notify(.status(line))
     }
 
     /// Pings the watchdog at half its interval, when systemd asked for one: each ping once the service's actor
@@ -265,7 +274,6 @@ public final class DaemonLifecycle {
             logger.notice("Stopped during start-up")
         }
         watchdog?.cancel()
-        for follower in followers { follower.cancel() }
         _ = try? loop.after(Self.stopTimeout) { [unowned self] in
             failure = DaemonError(message: "the daemon did not stop within \(Self.stopTimeout); ending it")
             loop.exit(1)

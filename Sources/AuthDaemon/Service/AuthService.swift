@@ -68,7 +68,7 @@ public actor AuthService {
     /// caller is answered.
     private nonisolated let committedCounts: Mutex<(groups: Int, withToken: Int)>
     /// Who is told when ``groupCounts()`` may have changed (the daemon's STATUS line).
-    private var countObservers: [UInt64: AsyncStream<Void>.Continuation] = [:]
+    private var countObservers: [UInt64: @Sendable () -> Void] = [:]
     private var lastID: UInt64 = 0
 
     /// Creates the service over an opened store, with its records loaded.
@@ -458,11 +458,17 @@ public actor AuthService {
         finish(flushes.subscriptionEnded(ended.group, subscription: ended.id), of: ended.group)
     }
 
-    /// Every group's events, for the D-Bus announcer.
+    /// Calls `observer` with every group's event, in order, in the turn of the actor that sends it: for the
+    /// D-Bus announcer, which the daemon's loop runs on the same thread. It must not block.
+    public func observeAll(_ observer: @escaping @Sendable (AuthEvent) -> Void) {
+        hub.addObserver(makeID(), observer)
+    }
+
+    /// Every group's events as a stream, for a test.
     public func observeAll() -> AsyncStream<AuthEvent> {
         let id = makeID()
         let (stream, continuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(1024))
-        hub.addObserver(id, continuation)
+        hub.addObserver(id) { continuation.yield($0) }
         continuation.onTermination = { [weak self] _ in Task { await self?.stopObserving(id) } }
         return stream
     }
@@ -482,21 +488,16 @@ public actor AuthService {
         committedCounts.withLock { $0 }
     }
 
-    /// A wake-up each time ``groupCounts()`` may have changed, coalesced: a reader that is behind gets one, not
-    /// one per change. For the daemon's STATUS line, which is then current without polling.
-    public func observeCounts() -> AsyncStream<Void> {
-        let id = makeID()
-        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        countObservers[id] = continuation
-        continuation.onTermination = { [weak self] _ in Task { await self?.stopObservingCounts(id) } }
-        return stream
+    /// Calls `observer` each time ``groupCounts()`` may have changed, in the turn that changed them (after
+    /// ``committedGroupCounts()`` holds the new figures): for the daemon's STATUS line, which is then current
+    /// without polling. It must not block.
+    public func observeCounts(_ observer: @escaping @Sendable () -> Void) {
+        countObservers[makeID()] = observer
     }
-
-    private func stopObservingCounts(_ id: UInt64) { countObservers[id] = nil }
 
     private func countsMayHaveChanged() {
         committedCounts.withLock { $0 = (table.count, table.groupsWithToken) }
-        for observer in countObservers.values { observer.yield() }
+        for observer in countObservers.values { observer() }
     }
 
     /// A summary of every group.

@@ -25,7 +25,7 @@ struct SubscriptionHub {
     /// Subscriptions one group may have at once.
     let maximumPerGroup: Int
     private var subscribers: [AppGroup: [UInt64: Subscriber]] = [:]
-    private var observers: [UInt64: AsyncStream<AuthEvent>.Continuation] = [:]
+    private var observers: [UInt64: @Sendable (AuthEvent) -> Void] = [:]
 
     init(maximumPerGroup: Int) { self.maximumPerGroup = maximumPerGroup }
 
@@ -49,8 +49,8 @@ struct SubscriptionHub {
         return removed
     }
 
-    mutating func addObserver(_ id: UInt64, _ continuation: AsyncStream<AuthEvent>.Continuation) {
-        observers[id] = continuation
+    mutating func addObserver(_ id: UInt64, _ observer: @escaping @Sendable (AuthEvent) -> Void) {
+        observers[id] = observer
     }
 
     mutating func removeObserver(_ id: UInt64) { observers[id] = nil }
@@ -65,7 +65,7 @@ struct SubscriptionHub {
         for (id, subscriber) in subscribers[group] ?? [:] {
             if let end = deliver(outgoing, to: subscriber, id, of: group) { ended.append(end) }
         }
-        for observer in observers.values { observer.yield(event) }
+        for observer in observers.values { observer(event) }
         return ended
     }
 
