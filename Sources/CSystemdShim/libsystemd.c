@@ -25,8 +25,11 @@
     X(sd_bus_add_filter) \
     X(sd_bus_add_object_vtable) \
     X(sd_bus_attach_event) \
+    X(sd_bus_call_async) \
     X(sd_bus_close) \
+    X(sd_bus_creds_get_egid) \
     X(sd_bus_creds_get_euid) \
+    X(sd_bus_creds_get_supplementary_gids) \
     X(sd_bus_creds_get_uid) \
     X(sd_bus_creds_unref) \
     X(sd_bus_error_free) \
@@ -38,15 +41,21 @@
     X(sd_bus_get_timeout) \
     X(sd_bus_get_unique_name) \
     X(sd_bus_message_append_basic) \
+    X(sd_bus_message_enter_container) \
+    X(sd_bus_message_exit_container) \
     X(sd_bus_message_get_errno) \
     X(sd_bus_message_get_member) \
     X(sd_bus_message_get_sender) \
     X(sd_bus_message_is_method_error) \
     X(sd_bus_message_is_signal) \
+    X(sd_bus_message_new_method_call) \
+    X(sd_bus_message_new_method_error) \
     X(sd_bus_message_new_method_return) \
     X(sd_bus_message_new_signal) \
     X(sd_bus_message_read_basic) \
+    X(sd_bus_message_ref) \
     X(sd_bus_message_set_destination) \
+    X(sd_bus_message_skip) \
     X(sd_bus_message_unref) \
     X(sd_bus_new) \
     X(sd_bus_open_system) \
@@ -143,6 +152,14 @@ void sd_bus_close(sd_bus *bus) {
     library()->sd_bus_close(bus);
 }
 
+int sd_bus_creds_get_egid(sd_bus_creds *c, gid_t *egid) {
+    return library()->sd_bus_creds_get_egid(c, egid);
+}
+
+int sd_bus_creds_get_supplementary_gids(sd_bus_creds *c, const gid_t **gids) {
+    return library()->sd_bus_creds_get_supplementary_gids(c, gids);
+}
+
 int sd_bus_creds_get_euid(sd_bus_creds *c, uid_t *euid) {
     return library()->sd_bus_creds_get_euid(c, euid);
 }
@@ -222,6 +239,38 @@ int sd_bus_message_new_signal(
 
 int sd_bus_message_read_basic(sd_bus_message *m, char type, void *p) {
     return library()->sd_bus_message_read_basic(m, type, p);
+}
+
+sd_bus_message* sd_bus_message_ref(sd_bus_message *m) {
+    return library()->sd_bus_message_ref(m);
+}
+
+int sd_bus_message_skip(sd_bus_message *m, const char *types) {
+    return library()->sd_bus_message_skip(m, types);
+}
+
+int sd_bus_message_enter_container(sd_bus_message *m, char type, const char *contents) {
+    return library()->sd_bus_message_enter_container(m, type, contents);
+}
+
+int sd_bus_message_exit_container(sd_bus_message *m) {
+    return library()->sd_bus_message_exit_container(m);
+}
+
+int sd_bus_message_new_method_call(
+    sd_bus *bus, sd_bus_message **m, const char *destination, const char *path, const char *interface,
+    const char *member) {
+    return library()->sd_bus_message_new_method_call(bus, m, destination, path, interface, member);
+}
+
+int sd_bus_message_new_method_error(sd_bus_message *call, sd_bus_message **m, const sd_bus_error *e) {
+    return library()->sd_bus_message_new_method_error(call, m, e);
+}
+
+int sd_bus_call_async(
+    sd_bus *bus, sd_bus_slot **slot, sd_bus_message *m, sd_bus_message_handler_t callback, void *userdata,
+    uint64_t usec) {
+    return library()->sd_bus_call_async(bus, slot, m, callback, userdata, usec);
 }
 
 int sd_bus_message_set_destination(sd_bus_message *m, const char *destination) {

@@ -126,6 +126,62 @@ public final class BusConnection {
         keep(callback, slot)
     }
 
+    /// Asks the bus for the groups of `peer`, a unique name such as `:1.42`, without waiting:
+    /// `GetConnectionCredentials`' `UnixGroupIDs`, what the kernel said of the peer's connection to the bus
+    /// (`SO_PEERGROUPS`). `completion` gets them from the dispatch that reads the reply, or nil when the bus does
+    /// not say (an error, no reply within 5 s, or a bus without the field).
+    public func groups(of peer: String, then completion: @escaping ([UInt32]?) -> Void) throws(SystemdError) {
+        var call: OpaquePointer?
+        try Self.check(
+            sd_bus_message_new_method_call(
+                bus, &call, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                "GetConnectionCredentials"),
+            "sd_bus_message_new_method_call", .busCall, "cannot ask the bus who \(peer) is")
+        defer { sd_bus_message_unref(call) }
+        _ = peer.withCString { sd_bus_message_append_basic(call, CChar(UInt8(ascii: "s")), $0) }
+        // Retained until its one reply; the slot is the bus's (floating), freed after the callback.
+        let callback = Unmanaged.passRetained(BusCallback { completion(Self.unixGroupIDs(in: $0)) })
+        let result = sd_bus_call_async(
+            bus, nil, call,
+            { message, userdata, _ in
+                guard let userdata else { return 0 }
+                Unmanaged<BusCallback>.fromOpaque(userdata).takeRetainedValue().body(message)
+                return 0
+            }, callback.toOpaque(), 5_000_000)
+        if result < 0 {
+            callback.release()
+            try Self.check(result, "sd_bus_call_async", .busCall, "cannot ask the bus who \(peer) is")
+        }
+    }
+
+    /// `UnixGroupIDs` of a `GetConnectionCredentials` reply (`a{sv}`).
+    private static func unixGroupIDs(in reply: OpaquePointer?) -> [UInt32]? {
+        guard let reply, sd_bus_message_is_method_error(reply, nil) == 0,
+            sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "a")), "{sv}") > 0
+        else { return nil }
+        var found: [UInt32]?
+        while sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "e")), "sv") > 0 {
+            var key: UnsafePointer<CChar>?
+            guard sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "s")), &key) > 0, let key else { return found }
+            if strcmp(key, "UnixGroupIDs") == 0,
+                sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "v")), "au") > 0
+            {
+                var gids: [UInt32] = []
+                if sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "a")), "u") > 0 {
+                    var gid: UInt32 = 0
+                    while sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "u")), &gid) > 0 { gids.append(gid) }
+                    sd_bus_message_exit_container(reply)
+                }
+                sd_bus_message_exit_container(reply)
+                found = gids.sorted()
+            } else {
+                sd_bus_message_skip(reply, "v")
+            }
+            sd_bus_message_exit_container(reply)
+        }
+        return found
+    }
+
     /// Calls `handler` once the connection is lost (the bus went away or closed it), from the dispatch that
     /// notices it.
     public func onDisconnect(_ handler: @escaping () -> Void) throws(SystemdError) {

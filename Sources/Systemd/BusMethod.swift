@@ -44,11 +44,46 @@ public enum BusMethodReply {
     case empty
     /// A D-Bus error, such as `org.freedesktop.DBus.Error.AccessDenied`, with a message for a person.
     case error(name: String, message: String)
+    /// The answer comes later, through the ``BusDeferredReply`` the handler took (``BusMethodCall/replyLater()``).
+    case later
+}
+
+/// The reply to a method call that its handler answers later (after a call of its own to the bus), once.
+public final class BusDeferredReply {
+    private var call: OpaquePointer?
+
+    fileprivate init(call: OpaquePointer) { self.call = sd_bus_message_ref(call) }
+
+    deinit { if let call { sd_bus_message_unref(call) } }
+
+    /// Sends `reply` (``BusMethodReply/empty`` or an error); a second send does nothing.
+    public func send(_ reply: BusMethodReply) {
+        guard let call else { return }
+        defer {
+            sd_bus_message_unref(call)
+            self.call = nil
+        }
+        var message: OpaquePointer?
+        switch reply {
+        case .empty, .later:
+            guard sd_bus_message_new_method_return(call, &message) >= 0 else { return }
+        case .error(let name, let text):
+            var error = sd_bus_error()
+            defer { sd_bus_error_free(&error) }
+            sd_bus_error_set(&error, name, text)
+            guard sd_bus_message_new_method_error(call, &message, &error) >= 0 else { return }
+        }
+        defer { sd_bus_message_unref(message) }
+        _ = sd_bus_send(nil, message, nil)
+    }
 }
 
 /// One incoming method call, valid while its handler runs.
 public struct BusMethodCall {
     fileprivate let message: OpaquePointer
+
+    /// Takes the reply over: the handler returns ``BusMethodReply/later`` and sends it through this.
+    public func replyLater() -> BusDeferredReply { BusDeferredReply(call: message) }
 
     /// The caller's unique bus name, such as `:1.42`.
     public var sender: String {
@@ -68,14 +103,29 @@ public struct BusMethodCall {
     /// The caller's effective user id, as the bus vouches for it (`GetConnectionCredentials`), or nil when
     /// the bus does not say.
     public func senderUID() -> UInt32? {
+        senderCredentials()?.uid
+    }
+
+    /// Who the caller is, as the bus vouches for it (`GetConnectionCredentials`: the kernel's `SO_PEERCRED` and
+    /// `SO_PEERGROUPS` of the caller's connection to the bus), or nil when the bus does not say its uid. The
+    /// primary group is nil when the bus does not give it (dbus-daemon gives the groups as one list).
+    public func senderCredentials() -> (uid: UInt32, gid: UInt32?, groups: [UInt32])? {
         var credentials: OpaquePointer?
-        let mask = UInt64(SD_BUS_CREDS_EUID) | UInt64(SD_BUS_CREDS_UID)
+        let mask =
+            UInt64(SD_BUS_CREDS_EUID) | UInt64(SD_BUS_CREDS_UID) | UInt64(SD_BUS_CREDS_EGID)
+            | UInt64(SD_BUS_CREDS_SUPPLEMENTARY_GIDS)
         guard sd_bus_query_sender_creds(message, mask, &credentials) >= 0, let credentials else { return nil }
         defer { sd_bus_creds_unref(credentials) }
         var uid = uid_t()
-        if sd_bus_creds_get_euid(credentials, &uid) >= 0 { return uid }
-        if sd_bus_creds_get_uid(credentials, &uid) >= 0 { return uid }
-        return nil
+        guard sd_bus_creds_get_euid(credentials, &uid) >= 0 || sd_bus_creds_get_uid(credentials, &uid) >= 0 else {
+            return nil
+        }
+        var gid = gid_t()
+        let primary: UInt32? = sd_bus_creds_get_egid(credentials, &gid) >= 0 ? gid : nil
+        var list: UnsafePointer<gid_t>?
+        let count = sd_bus_creds_get_supplementary_gids(credentials, &list)
+        let groups = count > 0 && list != nil ? Array(UnsafeBufferPointer(start: list, count: Int(count))) : []
+        return (uid, primary, groups.sorted())
     }
 }
 
@@ -96,6 +146,8 @@ func exauthdMethodHandler(
         return sd_bus_send(nil, reply, nil)
     case .error(let name, let text):
         return sd_bus_error_set(error, name, text)
+    case .later:
+        return 1
     }
 }
 

@@ -43,6 +43,10 @@ struct DaemonBusAccessTests {
         [AppGroup]
         Name=lobby
         Users=1 65534
+
+        [AppGroup]
+        Name=crew
+        Groups=4242
         """.write(toFile: config.appending("authd.conf"), atomically: true, encoding: .utf8)
         let script = config.appending("listen.py")
         try Self.listener.write(toFile: script, atomically: true, encoding: .utf8)
@@ -52,13 +56,15 @@ struct DaemonBusAccessTests {
         let daemon = try fixture.startSystem(configDirectory: config.path, busAddress: bus.address)
         defer { daemon.stop() }
 
-        func listen(as uid: Int) throws -> BackgroundProcess {
-            try BackgroundProcess(
+        func listen(as uid: Int, groups: [Int] = [], to watched: [String] = ["vault", "lobby"]) throws
+            -> BackgroundProcess
+        {
+            let supplementary =
+                groups.isEmpty ? ["--clear-groups"] : ["--groups=\(groups.map(String.init).joined(separator: ","))"]
+            return try BackgroundProcess(
                 "/usr/bin/setpriv",
-                [
-                    "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", script, bus.address,
-                    "vault", "lobby",
-                ]
+                ["--reuid=\(uid)", "--regid=\(uid)"] + supplementary + ["/usr/bin/python3", script, bus.address]
+                    + watched
             )
         }
         let alice = try listen(as: 1)
@@ -69,13 +75,26 @@ struct DaemonBusAccessTests {
         #expect(BackgroundProcess.waitUntil { bob.output.contains("WATCHING lobby") }, "\(bob.output)")
         #expect(alice.output.contains("WATCHING vault"))
         #expect(bob.output.contains("REFUSED vault org.freedesktop.DBus.Error.AccessDenied"), "\(bob.output)")
+        // "carol" (bin, uid 2) may use "crew" only through her supplementary group 4242; without it, she may not.
+        let carol = try listen(as: 2, groups: [4242], to: ["crew"])
+        defer { carol.stop() }
+        let carolWithout = try listen(as: 2, to: ["crew"])
+        defer { carolWithout.stop() }
+        #expect(BackgroundProcess.waitUntil { carol.output.contains("WATCHING crew") }, "\(carol.output)")
+        #expect(
+            BackgroundProcess.waitUntil {
+                carolWithout.output.contains("REFUSED crew org.freedesktop.DBus.Error.AccessDenied")
+            }, "\(carolWithout.output)")
 
         let client = try VarlinkTestClient(path: fixture.socketPath)
         defer { client.close() }
         try client.call("SetToken", ["group": "vault", "token": TestJWT().token(expiringIn: 3600)])
         try client.call("Anonymize", ["group": "vault"])
+        try client.call("SetToken", ["group": "crew", "token": TestJWT().token(expiringIn: 3600)])
         // The last signal, in order after vault's from the same sender: once bob has it, he has all he gets.
         try client.call("SetToken", ["group": "lobby", "token": TestJWT().token(expiringIn: 3600)])
+        #expect(
+            BackgroundProcess.waitUntil { carol.output.contains("SIGNAL TokenRefreshed crew 1") }, "\(carol.output)")
 
         #expect(BackgroundProcess.waitUntil { alice.output.contains("SIGNAL TokenRefreshed lobby") }, "\(alice.output)")
         #expect(BackgroundProcess.waitUntil { bob.output.contains("SIGNAL TokenRefreshed lobby") }, "\(bob.output)")

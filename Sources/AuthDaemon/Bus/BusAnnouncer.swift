@@ -278,23 +278,40 @@ private final class BusWatchers {
         self.logger = logger
     }
 
-    /// `Watch(s group)`: the caller receives the group's signals from now on, if it may use the group.
+    /// `Watch(s group)`: the caller receives the group's signals from now on, if it may use the group. Its
+    /// groups are asked of the bus first, so the reply comes later.
     func watch(_ call: BusMethodCall) -> BusMethodReply {
         guard let name = call.string(), let group = try? AppGroup(name) else {
             return .error(name: "org.freedesktop.DBus.Error.InvalidArgs", message: "Watch needs an app group name")
         }
-        guard let uid = call.senderUID() else {
+        guard let (uid, gid, _) = call.senderCredentials() else {
             return .error(
                 name: "org.freedesktop.DBus.Error.AccessDenied", message: "the bus did not say who is calling")
         }
-        // The user database gives the caller's groups (the bus vouches only for the uid).
-        let caller = Caller(pid: 0, uid: uid, gid: gid_t.max)
+        let sender = call.sender
+        // The groups the bus vouches for (the kernel's, of the caller's connection): a user allowed through
+        // Groups= by a supplementary group may watch, as it may call over Varlink. sd-bus of systemd 252 does not
+        // read them from the bus, so they are asked for here.
+        let reply = call.replyLater()
+        do {
+            try connection.groups(of: sender) { [weak self] groups in
+                let caller = Caller(pid: 0, uid: uid, gid: gid ?? gid_t.max, groups: groups ?? [])
+                reply.send(
+                    self?.watch(group, by: caller, sender: sender)
+                        ?? .error(name: "org.freedesktop.DBus.Error.Failed", message: "the daemon is stopping"))
+            }
+        } catch {
+            reply.send(watch(group, by: Caller(pid: 0, uid: uid, gid: gid ?? gid_t.max), sender: sender))
+        }
+        return .later
+    }
+
+    private func watch(_ group: AppGroup, by caller: Caller, sender: String) -> BusMethodReply {
         guard access?.allows(caller, group) ?? true else {
             return .error(
                 name: "org.freedesktop.DBus.Error.AccessDenied",
-                message: "uid \(uid) may not use the app group \(group); see exponea-authd.conf(5)")
+                message: "uid \(caller.uid) may not use the app group \(group); see exponea-authd.conf(5)")
         }
-        let sender = call.sender
         var peer = peers[sender] ?? Peer(caller: caller)
         guard peers[sender] != nil || peers.count < BusAnnouncer.maximumWatchingPeers else {
             return .error(name: "org.freedesktop.DBus.Error.LimitsExceeded", message: "too many peers watch")
