@@ -6,3 +6,9 @@
 #include <sys/socket.h>
 
 extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
+
+// sched_setaffinity(2), also _GNU_SOURCE only: the benchmark pins client and servers to one CPU for a ratio that an
+// idle vCPU's wake-up does not hide.
+#include <sched.h>
+extern int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *set);
+extern int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set);

@@ -89,7 +89,7 @@ struct FootprintBenchmark {
                 value: String(format: "%.1f MiB", resident[0]),
                 baseline: String(format: "ssh-agent %.1f, dbus-daemon %.1f MiB", resident[1], resident[2]),
                 ratio: String(format: "%.1fx dbus-daemon", resident[0] / max(resident[2], 0.1)),
-                goal: "<= 12 MiB", met: resident[0] <= 12))
+                goal: "<= 6 MiB", met: resident[0] <= 6))
         func describe(_ part: (anonymous: Int, binary: Int, libraries: Int)) -> String {
             String(
                 format: "%.1f anon + %.1f binary + %.1f libs", Double(part.anonymous) / 1024,
@@ -99,11 +99,12 @@ struct FootprintBenchmark {
             .init(
                 measure: "Idle RSS parts, MiB (anonymous, own binary's pages, shared libraries)",
                 value: describe(parts[0]),
-                baseline: "ssh-agent \(describe(parts[1])); dbus-daemon \(describe(parts[2]))"))
+                baseline: "ssh-agent \(describe(parts[1])); dbus-daemon \(describe(parts[2]))",
+                goal: "anonymous <= 1.5 MiB", met: parts[0].anonymous <= 1536))
         report.add(
             .init(
                 measure: "Threads while idle", value: "\(threads[0])",
-                baseline: "ssh-agent \(threads[1]), dbus-daemon \(threads[2])"))
+                baseline: "ssh-agent \(threads[1]), dbus-daemon \(threads[2])", goal: "1", met: threads[0] == 1))
         report.add(
             .init(
                 measure: "Idle wake-ups over all threads in \(seconds) s (no watchdog)",
@@ -115,7 +116,7 @@ struct FootprintBenchmark {
                 .init(
                     measure: "Installed size (\(names.joined(separator: " and ")), stripped)",
                     value: String(format: "%.1f MiB", Double(size) / 1_048_576),
-                    goal: "<= 40 MiB", met: size <= 40 * 1_048_576))
+                    goal: "<= 14 MiB", met: size <= 14 * 1_048_576))
         }
     }
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import CEpoll
 import Foundation
 
 /// GetToken round trip from one client, beside the floor's ping-pong of the same sizes, in alternating rounds
@@ -51,6 +52,9 @@ struct LatencyBenchmark {
             .init(
                 measure: "GetToken round trip, 1 client, p99", value: microseconds(p99),
                 baseline: microseconds(floor99), ratio: ratio(Double(p99), Double(floor99))))
+        try pinnedRows(
+            report, daemon: daemon.pid, floor: floor.processIdentifier, daemonClient: daemonClient,
+            floorClient: floorClient, request: request.bytes, calls: calls)
         guard epoll != nil else { return }
         let epoll50 = epollSamples.percentile(0.5)
         report.add(
@@ -61,7 +65,45 @@ struct LatencyBenchmark {
         report.add(
             .init(
                 measure: "GetToken round trip, p50, beside the C epoll server", value: microseconds(p50),
-                baseline: microseconds(epoll50), ratio: ratio(Double(p50), Double(epoll50))))
+                baseline: microseconds(epoll50), ratio: ratio(Double(p50), Double(epoll50)),
+                goal: "<= 1.05x", met: Double(p50) <= 1.05 * Double(epoll50)))
+    }
+
+    /// The same round trips with client, daemon (every thread) and floor on one CPU: an idle vCPU's wake-up,
+    /// which hides the server's own cost when they run apart, is gone, and the ratio is the server's. With the
+    /// servers' CPU time per call, from /proc.
+    private func pinnedRows(
+        _ report: Report, daemon: Int32, floor: Int32, daemonClient: UnixStream, floorClient: UnixStream,
+        request: [UInt8], calls: Int
+    ) throws {
+        guard let restore = CPUPinning.pin([getpid(), daemon, floor], to: 0) else { return }
+        defer { CPUPinning.restore(restore) }
+        var daemonSamples = Samples()
+        var floorSamples = Samples()
+        var daemonCPU: Int64 = 0
+        var floorCPU: Int64 = 0
+        for _ in 0..<4 {
+            var before = CPUPinning.cpuTime(of: floor)
+            floorSamples.append(contentsOf: try Self.roundTrips(floorClient, request, count: calls))
+            floorCPU += CPUPinning.cpuTime(of: floor) - before
+            before = CPUPinning.cpuTime(of: daemon)
+            daemonSamples.append(contentsOf: try Self.roundTrips(daemonClient, request, count: calls))
+            daemonCPU += CPUPinning.cpuTime(of: daemon) - before
+        }
+        let (p50, floor50) = (daemonSamples.percentile(0.5), floorSamples.percentile(0.5))
+        report.add(
+            .init(
+                measure: "GetToken round trip, 1 client, p50, client and servers pinned to one CPU",
+                value: microseconds(p50), baseline: microseconds(floor50), ratio: ratio(Double(p50), Double(floor50)),
+                goal: "<= 1.25x floor", met: Double(p50) <= 1.25 * Double(floor50)))
+        let perCall = { (nanoseconds: Int64) in Double(nanoseconds) / Double(4 * calls) }
+        report.add(
+            .init(
+                measure: "Server CPU per GetToken, pinned (/proc utime+stime)",
+                value: String(format: "%.1f µs", perCall(daemonCPU) / 1000),
+                baseline: String(format: "%.1f µs", perCall(floorCPU) / 1000),
+                ratio: ratio(perCall(daemonCPU), perCall(floorCPU)), goal: "<= 1.3x floor",
+                met: perCall(daemonCPU) <= 1.3 * perCall(floorCPU)))
     }
 
     /// `count` calls of `request`, each timed.
@@ -101,5 +143,55 @@ struct GetTokenTarget {
             throw BenchError.unexpectedReply(String(decoding: reply, as: UTF8.self))
         }
         return GetTokenTarget(bytes: request, replySize: reply.count)
+    }
+}
+
+/// Moves processes, every thread of each, to one CPU for a measurement, and back.
+enum CPUPinning {
+    /// Each thread's CPU set before it was pinned.
+    typealias Saved = [(thread: Int32, set: cpu_set_t)]
+
+    /// Pins every thread of `processes` to `cpu`; nil when the machine has one CPU or a thread cannot be moved.
+    static func pin(_ processes: [Int32], to cpu: Int) -> Saved? {
+        guard sysconf(Int32(_SC_NPROCESSORS_ONLN)) > 1 else { return nil }
+        var saved: Saved = []
+        var one = cpu_set_t()
+        withUnsafeMutableBytes(of: &one) { $0[cpu / 8] |= UInt8(1 << (cpu % 8)) }
+        for process in processes {
+            for thread in threads(of: process) {
+                var current = cpu_set_t()
+                guard sched_getaffinity(thread, MemoryLayout<cpu_set_t>.size, &current) == 0,
+                    sched_setaffinity(thread, MemoryLayout<cpu_set_t>.size, &one) == 0
+                else {
+                    restore(saved)
+                    return nil
+                }
+                saved.append((thread, current))
+            }
+        }
+        return saved
+    }
+
+    static func restore(_ saved: Saved) {
+        for (thread, set) in saved {
+            var set = set
+            _ = sched_setaffinity(thread, MemoryLayout<cpu_set_t>.size, &set)
+        }
+    }
+
+    /// The threads of `process` (`/proc/PID/task`).
+    static func threads(of process: Int32) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/task")) ?? []).compactMap { Int32($0) }
+    }
+
+    /// The CPU time `process` used, user and system, in nanoseconds (`/proc/PID/stat`, in clock ticks).
+    static func cpuTime(of process: Int32) -> Int64 {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return 0 }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+        guard fields.count > 12, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return 0 }
+        return (user + system) * 1_000_000_000 / Int64(sysconf(Int32(_SC_CLK_TCK)))
     }
 }
