@@ -28,7 +28,8 @@ struct ConnectionLimits: Sendable {
     var closingOutput: Int { maximumPendingOutput * 4 }
 }
 
-/// One accepted connection, on the loop's thread: its socket is an I/O source of the loop, its timeouts one timer.
+/// One accepted connection, on the loop's thread: its socket is watched through the server's
+/// ``ConnectionPoller`` (one source of the loop for all connections), its timeouts are one timer of the loop.
 ///
 /// Inbound, it splits the byte stream into messages (bounded) and takes them in order: a call that the handler
 /// answers at once (``VarlinkCallHandler/answerImmediately(_:from:)``) is answered in the same turn, when nothing
@@ -56,7 +57,7 @@ final class ServerConnection {
     private let logger: Logger
     private let throttle: LogThrottle
 
-    private var source: EventSource?
+    private var poller: ConnectionPoller?
     private var timer: EventSource?
     private var events: UInt32 = 0
     private var decoder: VarlinkFrameDecoder
@@ -101,17 +102,23 @@ final class ServerConnection {
         self.decoder = VarlinkFrameDecoder(maximumMessageSize: limits.maximumMessageSize)
     }
 
-    /// Watches the socket and arms the idle timeout.
-    func start(on loop: MainLoop) throws(SystemdError) {
+    /// Watches the socket through `poller` and arms the idle timeout on `loop`.
+    func start(on loop: MainLoop, poller: ConnectionPoller) throws(VarlinkServerError) {
         events = UInt32(EPOLLIN.rawValue)
-        source = try loop.watch(descriptor, events: events) { [unowned self] events in ready(events) }
-        // Coarse: one wake-up may end several idle connections.
-        timer = try loop.after(limits.idleTimeout, accuracy: .seconds(1)) { [unowned self] in checkTimeouts() }
+        do {
+            // Coarse: one wake-up may end several idle connections.
+            timer = try loop.after(limits.idleTimeout, accuracy: .seconds(1)) { [unowned self] in checkTimeouts() }
+        } catch {
+            throw VarlinkServerError(message: "cannot arm a connection's timer: \(error)")
+        }
+        try poller.add(self, events: events)
+        self.poller = poller
     }
 
     // MARK: Inbound
 
-    private func ready(_ revents: UInt32) {
+    /// The socket has `revents`; called by the poller.
+    func ready(_ revents: UInt32) {
         if revents & UInt32(EPOLLOUT.rawValue) != 0 { flush() }
         guard !isClosed else { return }
         let hungUp = revents & (UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)) != 0
@@ -257,7 +264,7 @@ final class ServerConnection {
         if written < output.count { wanted |= UInt32(EPOLLOUT.rawValue) }
         guard wanted != events else { return }
         events = wanted
-        source?.setEvents(wanted)
+        poller?.modify(self, events: wanted)
     }
 
     // MARK: Outbound
@@ -356,9 +363,9 @@ final class ServerConnection {
         guard !isClosed else { return }
         isClosed = true
         timer?.cancel()
-        source?.cancel()
         timer = nil
-        source = nil
+        poller?.remove(self)
+        poller = nil
         Glibc.close(descriptor)
         output = []
         written = 0

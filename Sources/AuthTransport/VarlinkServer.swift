@@ -10,7 +10,7 @@ import Systemd
 #endif
 
 /// Serves Varlink on a Unix stream socket, as sources of one sd-event loop (``MainLoop``): the listening socket
-/// and every connection are I/O sources of it, their timers are its timers, and the calls that cannot be
+/// is an I/O source of it, the connections' sockets another (``ConnectionPoller``), their timers are its timers, and the calls that cannot be
 /// answered at once run in tasks on the loop's ``LoopExecutor``. Nothing here is `Sendable` or locked: it all
 /// lives on the loop's thread, as sd-varlink's server does.
 ///
@@ -80,6 +80,8 @@ public final class VarlinkServer {
     private var admission: ConnectionAdmission
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
     private var listener: (descriptor: Int32, source: EventSource, path: String?)?
+    /// The connections' sockets, one source of the loop.
+    private var poller: ConnectionPoller?
     private var backingOff = false
     /// What every connection reads into: one buffer, since one thread reads.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readBudget, alignment: 16)
@@ -124,9 +126,11 @@ public final class VarlinkServer {
             _ = fcntl(passed, F_SETFL, fcntl(passed, F_GETFL) | O_NONBLOCK)
         }
         do {
+            poller = try ConnectionPoller(loop: loop)
             let source = try loop.onReadable(descriptor) { [unowned self] in acceptWaiting() }
             listener = (descriptor, source, path)
         } catch {
+            poller = nil
             close(descriptor)
             if let path { unlink(path) }
             throw VarlinkServerError(message: "cannot watch the listening socket: \(error)")
@@ -142,6 +146,7 @@ public final class VarlinkServer {
         }
         listener = nil
         for connection in connections.values { connection.close() }
+        poller = nil
     }
 
     // MARK: Accepting
@@ -211,7 +216,8 @@ public final class VarlinkServer {
             descriptor: descriptor, peer: peer, limits: limits, handler: handler, server: self, executor: executor,
             logger: logger, throttle: throttle)
         do {
-            try connection.start(on: loop)
+            guard let poller else { throw VarlinkServerError(message: "the server is stopped") }
+            try connection.start(on: loop, poller: poller)
         } catch {
             admission.release(peer.uid)
             close(descriptor)
