@@ -95,7 +95,7 @@ public struct Daemon: Sendable {
     /// The default idle timeout of a connection, in seconds (`--idle-timeout`).
     public static let defaultIdleTimeoutSeconds = 300
     /// Descriptors the daemon needs besides its clients' (the store, the listening socket, the bus, the timers,
-    /// the event loops), for the check of the open file limit against the connection bound.
+    /// the loop), for the check of the open file limit against the connection bound.
     public static let reservedDescriptors = 64
 
     /// Opens the store (creating it, and its key when no credential is given), loads every app group and, in

@@ -201,7 +201,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         }
     }
 
-    /// GetToken, and CountGroups of a caller who may use every group, answered on the connection's event loop
+    /// GetToken, and CountGroups of a caller who may use every group, answered on the loop, in the turn that read it
     /// when nothing else of the connection is running: they read what the service last committed and never
     /// wait.
     public func answerImmediately(_ call: VarlinkCall, from caller: Caller) -> [UInt8]? {

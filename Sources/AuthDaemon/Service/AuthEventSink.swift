@@ -2,7 +2,7 @@
 import AuthProtocol
 
 /// Where one subscription's events go. The service hands each event over on its actor, in order, and waits for
-/// nothing: a sink passes the event on at once (to a connection's event loop, to a stream's buffer).
+/// nothing: a sink passes the event on at once (to a connection's output, to a stream's buffer).
 protocol AuthEventSink: Sendable {
     /// Passes `event` on, unless the subscriber is gone or has ``AuthService/subscriberBuffer`` events it has
     /// not taken yet.

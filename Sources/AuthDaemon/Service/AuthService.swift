@@ -483,7 +483,7 @@ public actor AuthService {
     }
 
     /// ``groupCounts()`` as the actor last committed them, read without waiting for the actor: for CountGroups,
-    /// answered on the connection's event loop.
+    /// answered on the loop, in the turn that read it.
     public nonisolated func committedGroupCounts() -> (groups: Int, withToken: Int) {
         committedCounts.withLock { $0 }
     }

@@ -3,7 +3,7 @@ import AuthCore
 import Synchronization
 
 /// The one lock-protected read path of the service: each group's token and generation as the actor last
-/// committed them, with GetToken's encoded reply, so that GetToken is answered on the connection's event loop
+/// committed them, with GetToken's encoded reply, so that GetToken is answered on the loop, in the turn that read it
 /// without waiting for the actor (the daemon's hottest call).
 ///
 /// Only the actor writes, in the same turn as it commits a change to ``GroupTable``, so a reader never sees a
