@@ -70,6 +70,8 @@ final class ServerConnection {
     private var running: Task<Void, Never>?
     /// Whether a task ever ran: only then can the handler hold something of the connection.
     private var ranTask = false
+    /// The connection closed while its task ran: the task tells the handler, once its last call returned.
+    private(set) var closeIsTheTasksToReport = false
     /// Output not yet taken by the kernel, from ``written`` on.
     private var output: [UInt8] = []
     private var written = 0
@@ -212,7 +214,7 @@ final class ServerConnection {
                 next = connection.value.callFinished(size: size)
             }
             // After its last call returned: nothing the connection held can be taken again by a call still running.
-            if connection.value.isClosed { await handler.connectionClosed(identity) }
+            if connection.value.closeIsTheTasksToReport { await handler.connectionClosed(identity) }
         }
     }
 
@@ -372,6 +374,7 @@ final class ServerConnection {
         replies.connectionClosed()
         server.closed(self)
         if let running {
+            closeIsTheTasksToReport = true
             running.cancel()
         } else if ranTask {
             let (handler, identity) = (handler, identity)

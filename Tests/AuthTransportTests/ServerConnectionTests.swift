@@ -106,7 +106,8 @@ struct ServerConnectionTests {
     }
 
     @Test func aPeerThatShutsDownItsSideGetsItsRepliesThenTheConnectionCloses() async throws {
-        try await ServerFixture.with(handler: Handler()) { fixture in
+        let handler = Handler()
+        try await ServerFixture.with(handler: handler) { fixture in
             let client = try await fixture.connectedPair()
             defer { client.close() }
             let (replies, closed) = try await offPool { [client] in
@@ -123,6 +124,10 @@ struct ServerConnectionTests {
                 replies == [#"{"parameters":{}}"#, #"{"parameters":{"method":"test.Peer"}}"#, #"{"parameters":{}}"#])
             #expect(closed)
             #expect(try await fixture.waitForConnections(0))
+            // A task ran test.Peer: the handler hears of the close once, whoever closed.
+            #expect(await BackgroundProcess.eventually { handler.closed.withLock { $0 } >= 1 })
+            try await Self.settle(fixture)
+            #expect(handler.closed.withLock { $0 } == 1)
         }
     }
 
