@@ -18,7 +18,7 @@ struct GetWaitTests {
         let waiting = try daemon.authctlInBackground(["get", "shop", "--wait=60"])
         defer { waiting.stop() }
         // Barrier: get --wait checked the group first, so the group's apps heard it needs a token.
-        #expect(BackgroundProcess.waitUntil { watcher.output.contains("jwtError reason=notProvided") })
+        #expect(watcher.waitForOutput { $0.contains("jwtError reason=notProvided") })
         #expect(waiting.isRunning)
 
         let token = signer.token(expiringIn: 3600)
@@ -37,7 +37,7 @@ struct GetWaitTests {
 
         let waiting = try daemon.authctlInBackground(["get", "shop", "--wait"])
         defer { waiting.stop() }
-        #expect(BackgroundProcess.waitUntil { watcher.output.contains("jwtError reason=expiredSoon") })
+        #expect(watcher.waitForOutput { $0.contains("jwtError reason=expiredSoon") })
         let fresh = signer.token(expiringIn: 3600)
         try daemon.set("shop", fresh)
         #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { !waiting.isRunning }, "\(waiting.output)")

@@ -24,7 +24,7 @@ struct WatchCommandTests {
             })
 
         try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
-        #expect(BackgroundProcess.waitUntil { watcher.output.contains("tokenRefreshed generation=1\n") })
+        #expect(watcher.waitForOutput { $0.contains("tokenRefreshed generation=1\n") })
 
         _ = try daemon.authctl(["preflight", "shop"])
         #expect(
@@ -36,7 +36,7 @@ struct WatchCommandTests {
         let start = ContinuousClock.now
         #expect(try daemon.authctl(["anonymize", "shop"]).status == 0)
         #expect(ContinuousClock.now - start < .milliseconds(1500))
-        #expect(BackgroundProcess.waitUntil { watcher.output.contains("cleared cause=anonymize generation=2\n") })
+        #expect(watcher.waitForOutput { $0.contains("cleared cause=anonymize generation=2\n") })
         #expect(watcher.output.wholeMatch(of: /(?s).*flushRequested flushId=\S+ generation=1\ncleared.*/) != nil)
         #expect(!daemon.daemon.output.contains("Clearing without every app's flush acknowledgement"))
 

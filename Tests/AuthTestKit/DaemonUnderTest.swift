@@ -88,6 +88,12 @@ public final class DaemonUnderTest: @unchecked Sendable {
     /// What the daemon printed so far since it was last started.
     public var output: String { lock.withLock { process?.output ?? "" } }
 
+    /// Waits until the current run's output satisfies `condition`, checking it each time output comes.
+    public func waitForOutput(timeout: Duration = .seconds(5), _ condition: (String) -> Bool) -> Bool {
+        guard let process = lock.withLock({ process }) else { return false }
+        return process.waitForOutput(timeout: timeout, condition)
+    }
+
     /// What the daemon printed in every run so far.
     public var outputOfEveryRun: String { lock.withLock { earlierOutput + (process?.output ?? "") } }
 

@@ -123,7 +123,8 @@ public final class PrivateBus: @unchecked Sendable {
 /// such as `dbus-monitor` or the daemon. Killed on `stop()`.
 public final class BackgroundProcess: @unchecked Sendable {
     private let process: SpawnedProcess
-    private let lock = NSLock()
+    /// Guards what is collected, and is signalled each time output comes or ends.
+    private let lock = NSCondition()
     private var collected = Data()
     private var ended = false
     private let auditsTokens: Bool
@@ -152,16 +153,37 @@ public final class BackgroundProcess: @unchecked Sendable {
             output.readEnd,
             received: { [weak self] data in
                 guard let self else { return }
-                self.lock.withLock { self.collected.append(data) }
+                self.lock.withLock {
+                    self.collected.append(data)
+                    self.lock.broadcast()
+                }
             },
             ended: { [weak self] in
                 guard let self else { return }
-                self.lock.withLock { self.ended = true }
+                self.lock.withLock {
+                    self.ended = true
+                    self.lock.broadcast()
+                }
             })
     }
 
     /// Everything the process printed so far.
     public var output: String { lock.withLock { String(decoding: collected, as: UTF8.self) } }
+
+    /// Waits until the output's whole lines so far satisfy `condition`, checking them each time output comes (no
+    /// polling), or until `timeout` passes or the output ends without it. Only whole lines: a test that goes on to
+    /// read ``output`` finds the line it waited for complete.
+    public func waitForOutput(timeout: Duration = .seconds(5), _ condition: (String) -> Bool) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        lock.lock()
+        defer { lock.unlock() }
+        while true {
+            let lines = collected.lastIndex(of: UInt8(ascii: "\n")).map { collected[...$0] } ?? Data()
+            if condition(String(decoding: lines, as: UTF8.self)) { return true }
+            if ended || !lock.wait(until: deadline) { return condition(String(decoding: collected, as: UTF8.self)) }
+        }
+    }
 
     /// The process id.
     public var pid: Int32 { process.pid }

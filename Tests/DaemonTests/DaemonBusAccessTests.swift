@@ -71,8 +71,8 @@ struct DaemonBusAccessTests {
         defer { alice.stop() }
         let bob = try listen(as: 65534)
         defer { bob.stop() }
-        #expect(BackgroundProcess.waitUntil { alice.output.contains("WATCHING lobby") }, "\(alice.output)")
-        #expect(BackgroundProcess.waitUntil { bob.output.contains("WATCHING lobby") }, "\(bob.output)")
+        #expect(alice.waitForOutput { $0.contains("WATCHING lobby") }, "\(alice.output)")
+        #expect(bob.waitForOutput { $0.contains("WATCHING lobby") }, "\(bob.output)")
         #expect(alice.output.contains("WATCHING vault"))
         #expect(bob.output.contains("REFUSED vault org.freedesktop.DBus.Error.AccessDenied"), "\(bob.output)")
         // "carol" (bin, uid 2) may use "crew" only through her supplementary group 4242; without it, she may not.
@@ -80,7 +80,7 @@ struct DaemonBusAccessTests {
         defer { carol.stop() }
         let carolWithout = try listen(as: 2, to: ["crew"])
         defer { carolWithout.stop() }
-        #expect(BackgroundProcess.waitUntil { carol.output.contains("WATCHING crew") }, "\(carol.output)")
+        #expect(carol.waitForOutput { $0.contains("WATCHING crew") }, "\(carol.output)")
         #expect(
             BackgroundProcess.waitUntil {
                 carolWithout.output.contains("REFUSED crew org.freedesktop.DBus.Error.AccessDenied")
@@ -94,10 +94,10 @@ struct DaemonBusAccessTests {
         // The last signal, in order after vault's from the same sender: once bob has it, he has all he gets.
         try client.call("SetToken", ["group": "lobby", "token": TestJWT().token(expiringIn: 3600)])
         #expect(
-            BackgroundProcess.waitUntil { carol.output.contains("SIGNAL TokenRefreshed crew 1") }, "\(carol.output)")
+            carol.waitForOutput { $0.contains("SIGNAL TokenRefreshed crew 1") }, "\(carol.output)")
 
-        #expect(BackgroundProcess.waitUntil { alice.output.contains("SIGNAL TokenRefreshed lobby") }, "\(alice.output)")
-        #expect(BackgroundProcess.waitUntil { bob.output.contains("SIGNAL TokenRefreshed lobby") }, "\(bob.output)")
+        #expect(alice.waitForOutput { $0.contains("SIGNAL TokenRefreshed lobby") }, "\(alice.output)")
+        #expect(bob.waitForOutput { $0.contains("SIGNAL TokenRefreshed lobby") }, "\(bob.output)")
         #expect(alice.output.contains("SIGNAL TokenRefreshed vault 1"))
         #expect(alice.output.contains("SIGNAL Cleared vault anonymize"))
         let bobReceived = bob.output.split(separator: "\n").filter { $0.hasPrefix("SIGNAL") }

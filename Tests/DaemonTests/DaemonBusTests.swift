@@ -22,11 +22,15 @@ struct DaemonBusTests {
             ["--address", bus.address, "type='signal',interface='com.exponea.AuthD1.Manager'"]
         )
         defer { monitor.stop() }
-        #expect(BackgroundProcess.waitUntil { monitor.output.contains("member=NameLost") })  // monitoring now
+        #expect(monitor.waitForOutput { $0.contains("member=NameLost") })  // monitoring now
 
         let daemon = try fixture.start(["DBUS_SESSION_BUS_ADDRESS": bus.address])
         #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
-        #expect(BackgroundProcess.waitUntil { monitor.output.contains("member=JwtError") })
+        // The whole signal: its member line, then its three arguments' lines.
+        #expect(
+            monitor.waitForOutput { output in
+                output.range(of: "member=JwtError").map { output[$0.upperBound...].contains("uint64") } ?? false
+            })
         let output = monitor.output
         let signal = try #require(output.range(of: "member=JwtError").map { output[$0.lowerBound...] })
         let lines = signal.split(separator: "\n").prefix(4).map { $0.trimmingCharacters(in: .whitespaces) }

@@ -23,7 +23,7 @@ struct DaemonGroupTests {
             try BackgroundProcess("/usr/bin/env", ["python3", Self.subscriber, fixture.socketPath, "shop", mode])
         }
         defer { for app in apps { app.stop() } }
-        #expect(apps.allSatisfy { app in BackgroundProcess.waitUntil { app.output.contains("subscribed") } })
+        #expect(apps.allSatisfy { app in app.waitForOutput { $0.contains("subscribed") } })
         #expect(
             BackgroundProcess.waitUntil {
                 (try? client.exchange(#"{"method":"com.exponea.Auth.ListGroups"}"#))?.contains(#""subscribers":3"#)
@@ -45,7 +45,7 @@ struct DaemonGroupTests {
         #expect(took >= .seconds(1.4) && took < .seconds(10))
 
         for app in apps {
-            #expect(BackgroundProcess.waitUntil { app.output.contains("cleared") })
+            #expect(app.waitForOutput { $0.contains("cleared") })
             #expect(app.output.split(separator: "\n") == ["subscribed", "state", "flushRequested", "cleared"])
         }
         #expect(

@@ -32,7 +32,7 @@ struct DaemonRestartTests {
             ["--address", bus.address, "type='signal',interface='com.exponea.AuthD1.Manager'"]
         )
         defer { monitor.stop() }
-        #expect(BackgroundProcess.waitUntil { monitor.output.contains("member=NameLost") })
+        #expect(monitor.waitForOutput { $0.contains("member=NameLost") })
         let second = try fixture.start(environment)
         defer { second.stop(signal: SIGTERM) }
         #expect(fixture.notify.receive(containing: "READY=1") != nil)

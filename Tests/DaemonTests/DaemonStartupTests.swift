@@ -66,7 +66,7 @@ struct DaemonStartupTests {
                 ]
             )
             #expect(notify.receive()?.hasPrefix("READY=1") == true)
-            #expect(BackgroundProcess.waitUntil { daemon.output.contains("Announcing on D-Bus") }, "\(daemon.output)")
+            #expect(daemon.waitForOutput { $0.contains("Announcing on D-Bus") }, "\(daemon.output)")
             return daemon
         }
     }
@@ -162,7 +162,7 @@ struct DaemonStartupTests {
         let daemon = try fixture.start()
         #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
         kill(daemon.pid, SIGHUP)
-        #expect(BackgroundProcess.waitUntil { daemon.output.contains("SIGHUP") })
+        #expect(daemon.waitForOutput { $0.contains("SIGHUP") })
         #expect(daemon.isRunning)
         #expect(daemon.stop(signal: SIGTERM) == 0)
     }

@@ -105,7 +105,7 @@ struct ForeignUserTests {
         #expect(groups.first { $0["name"] as? String == Self.vault }?["subscribers"] as? Int == 0)
         #expect(try root.call("ClaimRefresh", ["group": Self.vault, "generation": 1])["granted"] as? Bool == true)
         // Logged, once per user and interval with a count: not a line per call.
-        #expect(BackgroundProcess.waitUntil { daemon.output.contains("Permission denied") })
+        #expect(daemon.waitForOutput { $0.contains("Permission denied") })
         let printed = daemon.output.contains("vault-customer-91c2")
         #expect(!printed, "the daemon printed the vault's customer id")
     }

@@ -118,7 +118,7 @@ struct FullDiskTests {
         #expect(
             Set(try FileManager.default.contentsOfDirectory(atPath: filesystem.path))
                 == ["shop.token", "filler", "daemon.lock"])
-        #expect(BackgroundProcess.waitUntil { daemon.output.contains("Cannot store the token") })
+        #expect(daemon.waitForOutput { $0.contains("Cannot store the token") })
 
         // Space returns: the write succeeds, and survives a restart.
         try FileManager.default.removeItem(atPath: filesystem.path + "/filler")

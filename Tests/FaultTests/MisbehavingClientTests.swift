@@ -23,7 +23,7 @@ struct MisbehavingClientTests {
             // Warm up what the daemon creates once (event loop threads, the first task).
             for _ in 0..<20 { try client.call("GetToken", ["group": "shop"]) }
             client.close()
-            #expect(BackgroundProcess.waitUntil { daemon.output.contains("Token set") })
+            #expect(daemon.waitForOutput { $0.contains("Token set") })
             usleep(200_000)
             baseline = try ProcessFigures(pid: pid)
         }
@@ -174,7 +174,7 @@ struct MisbehavingClientTests {
             #expect(written < 2 * 1024 * 1024, "attempt \(attempt): wrote \(written) bytes before the close")
             if attempt == 1 { print("MisbehavingClients, 10 MiB without a NUL: closed after \(written) bytes written") }
         }
-        #expect(BackgroundProcess.waitUntil { session.daemon.output.contains("a message is longer than 65536 bytes") })
+        #expect(session.daemon.waitForOutput { $0.contains("a message is longer than 65536 bytes") })
         session.expectAnswersOthers()
         try session.expectNoLeak(marginKiB: 8 * 1024, "10 MiB messages")
     }

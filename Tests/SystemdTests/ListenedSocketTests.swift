@@ -20,7 +20,7 @@ struct ListenedSocketTests {
         let client = try UnixClient(path: path)
         defer { client.close() }
 
-        #expect(BackgroundProcess.waitUntil { activator.output.contains("environment left") })
+        #expect(activator.waitForOutput { $0.contains("environment left") })
         let lines = activator.output.split(separator: "\n").filter {
             !$0.hasPrefix("Listening on") && !$0.hasPrefix("Communication attempt") && !$0.hasPrefix("Execing")
         }
