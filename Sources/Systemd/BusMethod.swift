@@ -10,7 +10,7 @@ import CSystemdShim
 ///
 /// ```swift
 /// let watch = BusMethod(member: "Watch", signature: "s", parameterNames: ["group"]) { call in
-///     guard let group = call.string(), let uid = call.senderUID() else { return .error(BusMethodError.invalidArgs("…")) }
+///     guard let group = call.string(), let (uid, _, _) = call.senderCredentials() else { return .error(…) }
 ///     return .empty
 /// }
 /// ```
@@ -98,12 +98,6 @@ public struct BusMethodCall {
             return nil
         }
         return String(cString: value)
-    }
-
-    /// The caller's effective user id, as the bus vouches for it (`GetConnectionCredentials`), or nil when
-    /// the bus does not say.
-    public func senderUID() -> UInt32? {
-        senderCredentials()?.uid
     }
 
     /// Who the caller is, as the bus vouches for it (`GetConnectionCredentials`: the kernel's `SO_PEERCRED` and
