@@ -53,6 +53,8 @@ final class ServerConnection {
     private let limits: ConnectionLimits
     private let handler: any VarlinkCallHandler
     private unowned let server: VarlinkServer
+    /// The server's read buffer, kept here: reading it through the unowned server cost a retain per read.
+    private let readBuffer: UnsafeMutableRawBufferPointer
     private let executor: LoopExecutor
     private let logger: Logger
     private let throttle: LogThrottle
@@ -98,6 +100,7 @@ final class ServerConnection {
         self.limits = limits
         self.handler = handler
         self.server = server
+        self.readBuffer = server.readBuffer
         self.executor = executor
         self.logger = logger
         self.throttle = throttle
@@ -132,7 +135,7 @@ final class ServerConnection {
         guard events & UInt32(EPOLLIN.rawValue) != 0, revents & UInt32(EPOLLIN.rawValue) != 0 || hungUp else {
             return
         }
-        let buffer = server.readBuffer
+        let buffer = readBuffer
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         if count > 0 {
             decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
