@@ -125,7 +125,25 @@ public struct SpawnPipe: Sendable {
     }
 
     /// Writes all of `bytes` to `descriptor`, retrying after a signal; stops when the reader is gone.
+    ///
+    /// A pipe whose reader exited raises SIGPIPE, which would kill the test process (servers under test run in
+    /// it, so it cannot ignore the signal process-wide and hide a missing `MSG_NOSIGNAL` of theirs). The signal
+    /// is blocked on this thread for the write, and one it raised is taken off the thread before unblocking.
     public static func writeAll(_ bytes: [UInt8], to descriptor: Int32) {
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
+        defer {
+            var pending = sigset_t()
+            let raised = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1
+            if raised && sigismember(&previous, SIGPIPE) == 0 {
+                var now = timespec(tv_sec: 0, tv_nsec: 0)
+                _ = sigtimedwait(&pipeSignal, nil, &now)
+            }
+            pthread_sigmask(SIG_SETMASK, &previous, nil)
+        }
         var sent = 0
         while sent < bytes.count {
             let count = bytes[sent...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }

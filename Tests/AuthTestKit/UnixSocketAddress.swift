@@ -33,12 +33,20 @@ public struct UnixClient: Sendable {
 }
 
 extension UnixClient {
-    /// Sends `message` (with its NUL unless told otherwise).
+    /// Sends `message` (with its NUL unless told otherwise); a connection the server closed throws EPIPE
+    /// (`MSG_NOSIGNAL`: a SIGPIPE would kill the test process).
     public func send(_ message: String, terminated: Bool = true) throws {
-        let bytes = Array(message.utf8) + (terminated ? [0] : [])
+        try send(bytes: Array(message.utf8) + (terminated ? [0] : []))
+    }
+
+    /// Sends `bytes` whole, as ``send(_:terminated:)`` does.
+    public func send(bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if written < 0 && errno == EINTR { continue }
             guard written > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
             offset += written
         }

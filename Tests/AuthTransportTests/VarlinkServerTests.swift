@@ -196,17 +196,7 @@ struct VarlinkServerTests {
             let burst = Array(repeating: Array(#"{"method":"test.Thread"}"#.utf8) + [0], count: calls).joined()
             let replies = Atomic<Int>(0)
             let writer = Task {
-                try await offPool { [flooder] in
-                    var offset = 0
-                    let bytes = Array(burst)
-                    while offset < bytes.count {
-                        let count = bytes[offset...].withUnsafeBytes {
-                            write(flooder.descriptor, $0.baseAddress, $0.count)
-                        }
-                        guard count > 0 else { throw POSIXError(.EIO) }
-                        offset += count
-                    }
-                }
+                try await offPool { [flooder] in try flooder.send(bytes: Array(burst)) }
             }
             let reader = Task {
                 try await offPool { [flooder] in
