@@ -83,7 +83,7 @@ let package = Package(
         .target(
             name: "AuthProtocol",
             dependencies: ["AuthCore"],
-            resources: [.embedInCode("com.exponea.Auth.varlink")]
+            resources: [.embedInCode("com.exponea.Auth.varlink"), .embedInCode("io.systemd.Metrics.varlink")]
         ),
         .target(
             name: "AuthTransport",

@@ -57,6 +57,12 @@ public struct Daemon: Sendable {
 
     /// The wall-clock timer armed for the earliest expiry deadline.
     let timer: WallClockTimer
+    /// When the daemon started and became ready, for the metrics.
+    let lifetime: DaemonLifetime
+    /// The calls answered, by method and result, for the metrics.
+    let calls = CallCounters()
+    /// The server's connections and refusals, for the metrics.
+    let connections = ConnectionCounters()
     private let notifier: ServiceNotifier
     private let logger: Logger
     /// Held for the daemon's life: a second daemon on the same store refuses to start.
@@ -119,6 +125,7 @@ public struct Daemon: Sendable {
         logger: Logger
     ) throws(DaemonError) {
         self.mode = mode
+        self.lifetime = DaemonLifetime(version: Self.version, started: DaemonLifetime.processStart())
         self.maximumConnections = maximumConnections
         self.maximumConnectionsPerUser =
             maximumConnectionsPerUser ?? Self.defaultMaximumConnectionsPerUser(ofMaximum: maximumConnections)
@@ -218,7 +225,7 @@ public struct Daemon: Sendable {
         return held + ", \(clients) client\(clients == 1 ? "" : "s") connected"
     }
 
-    /// `org.varlink.service` and `com.exponea.Auth`.
+    /// `org.varlink.service`, `com.exponea.Auth` and `io.systemd.Metrics`.
     var serviceHandler: VarlinkServiceHandler {
         VarlinkServiceHandler(
             vendor: "Bloomreach",
@@ -228,8 +235,13 @@ public struct Daemon: Sendable {
             interfaces: [
                 (
                     AuthInterface.name, AuthInterface.description,
-                    AuthCallDispatcher(service: service, access: access, logger: logger)
-                )
+                    AuthCallDispatcher(service: service, access: access, calls: calls, logger: logger)
+                ),
+                (
+                    MetricsInterface.name, MetricsInterface.description,
+                    MetricsCallHandler(
+                        service: service, access: access, calls: calls, connections: connections, lifetime: lifetime)
+                ),
             ]
         )
     }
@@ -270,6 +282,7 @@ public struct Daemon: Sendable {
         configuration.maximumConnectionsPerUser = maximumConnectionsPerUser
         configuration.maximumCallsInFlight = maximumCallsInFlight
         configuration.idleTimeout = idleTimeout
+        configuration.counters = connections
         return configuration
     }
 

@@ -26,6 +26,8 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
     case tooManySubscribers(group: String)
     /// The subscription ended: it fell too far behind, or the daemon stops. Subscribe again.
     case subscriptionDropped(group: String)
+    /// `io.systemd.Metrics`: no figure or family to list.
+    case noSuchMetric
 
     /// The fully qualified error name.
     public var name: String {
@@ -41,6 +43,7 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
         case .storeFailure: "com.exponea.Auth.StoreFailure"
         case .tooManySubscribers: "com.exponea.Auth.TooManySubscribers"
         case .subscriptionDropped: "com.exponea.Auth.SubscriptionDropped"
+        case .noSuchMetric: "io.systemd.Metrics.NoSuchMetric"
         }
     }
 
@@ -50,7 +53,7 @@ public enum VarlinkError: Error, Hashable, Sendable, CustomStringConvertible {
         case .interfaceNotFound(let interface): ["interface": interface]
         case .methodNotFound(let method), .methodNotImplemented(let method): ["method": method]
         case .invalidParameter(let parameter): ["parameter": parameter]
-        case .expectedMore: [:]
+        case .expectedMore, .noSuchMetric: [:]
         case .malformedToken(let code, let message): ["code": code, "message": message]
         case .invalidGroupName(let message), .storeFailure(let message): ["message": message]
         case .permissionDenied(let group), .tooManySubscribers(let group), .subscriptionDropped(let group):
@@ -81,6 +84,7 @@ extension VarlinkError {
         case "com.exponea.Auth.StoreFailure": self = .storeFailure(message: value("message"))
         case "com.exponea.Auth.TooManySubscribers": self = .tooManySubscribers(group: value("group"))
         case "com.exponea.Auth.SubscriptionDropped": self = .subscriptionDropped(group: value("group"))
+        case "io.systemd.Metrics.NoSuchMetric": self = .noSuchMetric
         default: return nil
         }
     }

@@ -49,6 +49,9 @@ public final class TokenStore: Sendable {
 
     /// The store directory, as given.
     public let directory: String
+    /// Unreadable records found since the store was opened (set aside, or left when they could not be moved).
+    public var recordsSetAside: UInt64 { setAside.load(ordering: .relaxed) }
+    private let setAside = Atomic<UInt64>(0)
 
     private let directoryDescriptor: CInt
     private let key: StoreKey
@@ -345,6 +348,7 @@ public final class TokenStore: Sendable {
                 break
             }
         }
+        setAside.add(1, ordering: .relaxed)
         if moved {
             try? SystemCalls.fsync(directoryDescriptor)
             logger.warning(

@@ -14,6 +14,14 @@ struct ConnectionAdmission: Sendable {
         case serverFull(limit: Int)
         /// The user holds its whole share.
         case userFull(limit: Int)
+
+        /// The refusal as ``ConnectionCounters`` counts it.
+        var counted: ConnectionCounters.Refusal {
+            switch self {
+            case .serverFull: .serverFull
+            case .userFull: .userFull
+            }
+        }
     }
 
     /// The bound on all connections.

@@ -59,6 +59,8 @@ public final class VarlinkServer {
         public var idleTimeout: Duration = .seconds(300)
         /// How long a message may take to arrive whole once its first byte has come.
         public var messageTimeout: Duration = .seconds(10)
+        /// Where the server counts its connections and refusals.
+        public var counters = ConnectionCounters()
         /// How long the server stops accepting when accept(2) fails for want of resources (EMFILE, ENFILE,
         /// ENOBUFS, ENOMEM): the waiting clients stay queued and are accepted once descriptors are free.
         public var acceptBackoff: Duration = .milliseconds(250)
@@ -163,7 +165,9 @@ public final class VarlinkServer {
             switch errno {
             case EAGAIN, EWOULDBLOCK: return
             case EINTR, ECONNABORTED, EPROTO: continue
-            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return backOff(errno)
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                configuration.counters.count(.noResources)
+                return backOff(errno)
             default:
                 logger.error("Cannot accept a connection: \(String(cString: strerror(errno)))")
                 return
@@ -225,15 +229,18 @@ public final class VarlinkServer {
             return
         }
         connections[ObjectIdentifier(connection)] = connection
+        configuration.counters.opened()
     }
 
     /// Called by a connection as it closes.
     func closed(_ connection: ServerConnection) {
         guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
         admission.release(connection.peer.uid)
+        configuration.counters.closed()
     }
 
     private func refused(_ peer: PeerCredentials, _ refusal: ConnectionAdmission.Refusal) {
+        configuration.counters.count(refusal.counted)
         let (kind, reason) =
             switch refusal {
             case .serverFull(let limit): ("server-full", "\(limit) are open (--max-connections)")

@@ -58,7 +58,7 @@ public final class AuthDaemonClient: Sendable {
     private let idle = Mutex(IdleConnections())
 
     /// Who may serve ``socketPath`` (checked with `SO_PEERCRED` before anything is sent).
-    private let trusted: TrustedServer
+    let trusted: TrustedServer
 
     /// - Parameters:
     ///   - socketPath: The daemon's socket; ``defaultSocketPath(environment:uid:exists:)`` when nil.
@@ -593,7 +593,7 @@ public final class AuthDaemonClient: Sendable {
     /// A reply's parameters (`{}` when it has none), parsed with the project's own parser (`JSONValue`).
     ///
     /// - Throws: The error the reply names, or ``AuthClientError/Code/protocolError`` when it is not a reply.
-    private static func replyParameters(_ reply: [UInt8]) throws(AuthClientError) -> [String: JSONValue] {
+    static func replyParameters(_ reply: [UInt8]) throws(AuthClientError) -> [String: JSONValue] {
         guard let value = try? JSONValue(parsing: reply), case .object(let members) = value else {
             throw AuthClientError(.protocolError, "The daemon's reply is not a JSON object")
         }

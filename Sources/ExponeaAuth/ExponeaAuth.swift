@@ -61,3 +61,5 @@ public typealias ClearResult = AuthProtocol.ClearResult
 public typealias UnconfirmedFlush = AuthProtocol.UnconfirmedFlush
 /// What `org.varlink.service.GetInfo` says about the daemon.
 public typealias DaemonInfo = AuthProtocol.VarlinkService.Info
+/// systemd's `io.systemd.Metrics` interface, which the daemon serves: its figures and families.
+public typealias MetricsInterface = AuthProtocol.MetricsInterface

@@ -67,12 +67,24 @@ final class DaemonProcess {
         let started = ContinuousClock.now
         try process.run()
         self.process = process
-        guard notify.receive(containing: "READY=1", timeout: .seconds(120), while: { process.isRunning }) else {
+        // Alive while the process exists and is no zombie: a CI run saw Foundation's `isRunning` false for a daemon
+        // still loading its store (it took the SIGTERM this guard sends, and logged it).
+        let pid = process.processIdentifier
+        guard notify.receive(containing: "READY=1", timeout: .seconds(120), while: { Self.isAlive(pid) }) else {
             stop()
             let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
             throw BenchError.daemon("exponea-authd did not become ready; it printed:\n\(log)")
         }
         return ContinuousClock.now - started
+    }
+
+    /// Whether process `pid` runs: it exists, and `/proc` does not show it a zombie.
+    private static func isAlive(_ pid: Int32) -> Bool {
+        guard kill(pid, 0) == 0 else { return false }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return false }
+        return !stat[stat.index(after: end)...].hasPrefix(" Z")
     }
 
     /// Where the daemon's output goes.

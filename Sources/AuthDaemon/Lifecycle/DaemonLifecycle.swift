@@ -146,6 +146,7 @@ public final class DaemonLifecycle {
         case .ready(let status):
             guard !isStopping else { return }
             isReady = true
+            daemon?.lifetime.becameReady()
             self.status = status
             notifier.notify(.ready, .status(status))
             // What only the start-up ran need not stay resident.

@@ -25,10 +25,17 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     /// One "Permission denied" line per user per interval, with a count: a flood of refused calls must not
     /// become a flood of log lines.
     private let deniedLog = LogThrottle()
+    /// The calls answered, by method and result.
+    let calls: CallCounters
 
     public init(service: AuthService, access: AccessControl, logger: Logger) {
+        self.init(service: service, access: access, calls: CallCounters(), logger: logger)
+    }
+
+    init(service: AuthService, access: AccessControl, calls: CallCounters, logger: Logger) {
         self.service = service
         self.access = access
+        self.calls = calls
         self.logger = logger
     }
 
@@ -44,12 +51,13 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         _ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
     ) async {
         let reply = call.oneway ? VarlinkReplies.discarded : replies
+        let method = AuthInterface.Method(qualifiedName: call.method)
         do {
-            guard let method = AuthInterface.Method(qualifiedName: call.method) else {
-                throw VarlinkError.methodNotFound(call.method)
-            }
+            guard let method else { throw VarlinkError.methodNotFound(call.method) }
             try await run(method, call, caller, connection, reply)
+            calls.count(method, .ok)
         } catch let error as VarlinkError {
+            calls.count(method, CallCounters.Result(error))
             try? reply.send(VarlinkReplyEncoder.error(error))
         } catch {
             // The connection is gone (a send failed): nothing to answer.
@@ -206,11 +214,24 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     /// wait.
     public func answerImmediately(_ call: VarlinkCall, from caller: Caller) -> [UInt8]? {
         guard !call.oneway else { return nil }
+        var method: AuthInterface.Method?
         do {
-            if call.method == Self.getTokenMethod { return try getToken(call, caller) }
-            if call.method == Self.countGroupsMethod { return try everyGroupCounted(call, caller) }
+            if call.method == Self.getTokenMethod {
+                method = .getToken
+                let reply = try getToken(call, caller)
+                calls.count(.getToken, .ok)
+                return reply
+            }
+            if call.method == Self.countGroupsMethod {
+                method = .countGroups
+                // nil: the count of the groups the caller may use goes through the actor, and is counted there.
+                guard let reply = try everyGroupCounted(call, caller) else { return nil }
+                calls.count(.countGroups, .ok)
+                return reply
+            }
             return nil
         } catch let error as VarlinkError {
+            calls.count(method, CallCounters.Result(error))
             return VarlinkReplyEncoder.error(error)
         } catch {
             return nil

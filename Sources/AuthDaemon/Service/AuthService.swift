@@ -60,6 +60,8 @@ public actor AuthService {
     private var waiters = WaitList<CheckedContinuation<Void, Never>>()
     /// The groups' expiry deadlines (R13, R14).
     private var expiry = ExpiryScheduler()
+    /// What the metrics count of the groups and the store.
+    private var metrics = ServiceMetrics()
     /// Events the deadlines of the loaded tokens call for, sent by ``start()``.
     private var startupEvents: [ExpiryEvent] = []
     /// Each group's token and generation for readers that do not wait for the actor.
@@ -138,6 +140,7 @@ public actor AuthService {
     private func deliver(_ events: [ExpiryEvent]) {
         let now = clock.now
         for event in events {
+            if event.reason == .expired { metrics.expiryReached(event.group) }
             sendJwtError(table.jwtError(event.group, reason: event.reason, now: now), to: event.group)
         }
         guard let timer else { return }
@@ -262,6 +265,7 @@ public actor AuthService {
         case .refused: return false
         case .renewed: return true
         case .granted(let id, let lease):
+            metrics.claim(group, .granted)
             armLease(of: group, claim: id, after: lease)
             return true
         }
@@ -274,6 +278,7 @@ public actor AuthService {
     /// - Returns: Whether `holder` held the claim.
     public func releaseRefresh(_ group: AppGroup, generation: UInt64, holder: UInt64?) -> Bool {
         guard table.releaseRefresh(group, generation: generation, holder: holder) else { return false }
+        metrics.claim(group, .released)
         logClaimEnded(group, generation: generation, why: "released by its holder")
         return true
     }
@@ -282,6 +287,7 @@ public actor AuthService {
     /// goes out again, so that another app refreshes (the claimant exited or crashed inside its fetch).
     public func connectionClosed(_ holder: UInt64) {
         for (group, event) in table.connectionClosed(holder, now: clock.now) {
+            metrics.claim(group, .holderGone)
             logClaimEnded(group, generation: table[group]?.generation ?? 0, why: "its holder's connection closed")
             sendJwtError(event, to: group)
         }
@@ -300,6 +306,7 @@ public actor AuthService {
         case .renewed(let left):
             armLease(of: group, claim: id, after: left)
         case .ended(let event):
+            metrics.claim(group, .lapsed)
             logClaimEnded(group, generation: table[group]?.generation ?? 0, why: "its lease ran out")
             sendJwtError(event, to: group)
         }
@@ -379,11 +386,15 @@ public actor AuthService {
     }
 
     private func removeRecord(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) {
+        let started = ContinuousClock.now
         do {
             try await storeExecutor.run { [store] () throws(TokenStoreError) in try store.remove(group) }
         } catch {
+            metrics.storeWritten(taking: started.duration(to: .now), failed: true)
             throw .storeFailure(error)
         }
+        metrics.storeWritten(taking: started.duration(to: .now), failed: false)
+        metrics.cleared(group)
         let event = table.commitClear(group, cause: cause.rawValue, now: clock.now)
         snapshot.set(group, token: nil, generation: event.generation)
         countsMayHaveChanged()
@@ -500,6 +511,16 @@ public actor AuthService {
         for observer in countObservers.values { observer() }
     }
 
+    /// Writes the figures of the groups that `visible` lets the caller see, then the subscriptions' and the
+    /// store's, for `io.systemd.Metrics.List`.
+    func writeMetrics(_ writer: inout MetricsReplyWriter, visible: @Sendable (AppGroup) -> Bool) {
+        ServiceMetricsReport(
+            table: table, metrics: metrics, subscribers: hub.total, recordsSetAside: store.recordsSetAside,
+            now: clock.now
+        )
+        .write(&writer, visible: visible)
+    }
+
     /// A summary of every group.
     public func summaries() -> [GroupSummary] {
         table.summaries(now: clock.now) { hub.count(of: $0) }
@@ -516,15 +537,19 @@ public actor AuthService {
         try await writingAlone(group) { () async throws(AuthServiceError) in
             // Read the group inside its turn: the write before may have changed it.
             let record = table.record(group, token: token, customerIds: customerIds, now: clock.now)
+            let started = ContinuousClock.now
             do throws(TokenStoreError) {
                 try await storeExecutor.run { [store] () throws(TokenStoreError) in try store.save(record) }
+                metrics.storeWritten(taking: started.duration(to: .now), failed: false)
             } catch {
+                metrics.storeWritten(taking: started.duration(to: .now), failed: true)
                 logger.error(
                     "Cannot store the token", metadata: ["authd.group": "\(group)", "authd.error": "\(error)"])
                 throw .storeFailure(error)
             }
             // The actor may have run other calls during the write, but none wrote this group.
             let committed = table.commit(record)
+            if token != nil { metrics.tokenSet(group, at: .now) }
             snapshot.set(group, token: token, generation: record.generation)
             countsMayHaveChanged()
             logger.info(
@@ -558,6 +583,7 @@ public actor AuthService {
     /// Sends a jwtError the table decided on to the group's apps, and logs it.
     private func sendJwtError(_ event: AuthEvent?, to group: AppGroup) {
         guard let event else { return }
+        if let reason = event.reason { metrics.refreshAsked(group, reason: reason, at: .now) }
         logger.notice(
             "JWT error",
             metadata: [

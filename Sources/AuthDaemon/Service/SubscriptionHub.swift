@@ -32,6 +32,9 @@ struct SubscriptionHub {
     /// How many subscriptions `group` has.
     func count(of group: AppGroup) -> Int { subscribers[group]?.count ?? 0 }
 
+    /// The subscriptions of every group.
+    var total: Int { subscribers.values.reduce(0) { $0 + $1.count } }
+
     /// The group's subscriptions, by id.
     func subscribers(of group: AppGroup) -> [UInt64: Subscriber] { subscribers[group] ?? [:] }
 

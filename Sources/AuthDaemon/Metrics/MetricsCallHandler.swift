@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthCore
+import AuthProtocol
+import AuthTransport
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Answers `io.systemd.Metrics`: `List` streams the daemon's figures, `Describe` its families (``MetricFamily``).
+///
+/// A caller sees the per-group figures of the groups it may use only, and the count of groups by state over
+/// those; root (and the daemon's own user, and in user mode its owner) sees every group. The figures of the
+/// calls, connections, store and daemon are the whole daemon's.
+struct MetricsCallHandler: VarlinkCallHandler {
+    let service: AuthService
+    let access: AccessControl
+    let calls: CallCounters
+    let connections: ConnectionCounters
+    let lifetime: DaemonLifetime
+
+    func handle(_ call: VarlinkCall, from caller: Caller, replies: VarlinkReplies) async {
+        let reply = call.oneway ? VarlinkReplies.discarded : replies
+        do {
+            switch call.method {
+            case MetricsInterface.list:
+                try checkCall(call)
+                try reply.send(await list(for: caller))
+            case MetricsInterface.describe:
+                try checkCall(call)
+                try reply.send(Self.describe())
+            default:
+                throw VarlinkError.methodNotFound(call.method)
+            }
+        } catch let error as VarlinkError {
+            try? reply.send(VarlinkReplyEncoder.error(error))
+        } catch {
+            // The connection is gone.
+        }
+    }
+
+    /// Both methods stream (`more`) and take no parameter, as sd-varlink's dispatch with no table refuses any.
+    private func checkCall(_ call: VarlinkCall) throws(VarlinkError) {
+        guard call.more else { throw .expectedMore }
+        _ = try call.parameters(EmptyPayload.self)
+    }
+
+    /// Every figure `caller` may see, as framed replies.
+    private func list(for caller: Caller) async -> [UInt8] {
+        var writer = MetricsReplyWriter()
+        if access.allowsEveryGroup(caller) {
+            await service.writeMetrics(&writer) { _ in true }
+        } else {
+            await service.writeMetrics(&writer) { [access] in access.allows(caller, $0) }
+        }
+        for (method, result, count) in calls.nonZero() {
+            writer.append(
+                name: MetricFamily.calls.name,
+                fields: [("method", method?.rawValue ?? "unknown"), ("result", result.rawValue)],
+                value: .unsigned(count))
+        }
+        for (method, result, count) in calls.nonZero() where result == .permissionDenied {
+            writer.append(
+                name: MetricFamily.denials.name, fields: [("method", method?.rawValue ?? "unknown")],
+                value: .unsigned(count))
+        }
+        writer.append(name: MetricFamily.connections.name, value: .unsigned(UInt64(connections.openConnections)))
+        for reason in ConnectionCounters.Refusal.allCases {
+            writer.append(
+                name: MetricFamily.connectionsRefused.name, fields: [("reason", reason.rawValue)],
+                value: .unsigned(connections.refused(reason)))
+        }
+        if let startup = lifetime.startupSeconds {
+            writer.append(name: MetricFamily.startupDuration.name, value: .double(startup))
+        }
+        writer.append(name: MetricFamily.uptime.name, value: .double(lifetime.uptimeSeconds))
+        writer.append(name: MetricFamily.version.name, value: .string(lifetime.version))
+        return writer.finish()
+    }
+
+    /// Every family, one reply each.
+    static func describe() throws -> [UInt8] {
+        let families = MetricFamily.allCases
+        var bytes: [UInt8] = []
+        for (index, family) in families.enumerated() {
+            bytes += try VarlinkReplyEncoder.reply(family.described, continues: index < families.count - 1)
+        }
+        return bytes
+    }
+}
+
+/// When the daemon started and how long its start took, for the metrics.
+final class DaemonLifetime: Sendable {
+    let version: String
+    private let started: ContinuousClock.Instant
+    private let ready = Mutex<Double?>(nil)
+
+    /// - Parameter started: When the process started (``processStart()``).
+    init(version: String, started: ContinuousClock.Instant) {
+        self.version = version
+        self.started = started
+    }
+
+    /// When this process started, by the kernel's count (`/proc/self/stat`), to 10 ms; now if it cannot be read.
+    static func processStart() -> ContinuousClock.Instant {
+        let now = ContinuousClock.now
+        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return now }
+        // After the command's closing parenthesis: field 3 onwards; the start time is field 22.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 19, let ticks = Double(fields[19]) else { return now }
+        var boot = timespec()
+        guard clock_gettime(CLOCK_BOOTTIME, &boot) == 0 else { return now }
+        let age = Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9 - ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+        return now - .milliseconds(Int64(max(age, 0) * 1000))
+    }
+
+    /// Seconds since the start.
+    var uptimeSeconds: Double { Self.seconds(started.duration(to: .now)) }
+
+    /// Seconds from the start to ready; nil until ready.
+    var startupSeconds: Double? { ready.withLock { $0 } }
+
+    /// The daemon is ready (its socket is served and its service started).
+    func becameReady() {
+        let seconds = uptimeSeconds
+        ready.withLock { if $0 == nil { $0 = seconds } }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
