@@ -12,6 +12,7 @@ extension AuthCtl {
         static let configuration = CommandConfiguration(
             commandName: "metrics",
             abstract: "Show the daemon's figures (io.systemd.Metrics): groups, refreshes, calls, store.",
+            usage: "authctl metrics [<pattern>] [--json | --prometheus] [<options>]",
             discussion: """
                 Lists the figures the daemon serves over io.systemd.Metrics: a table of name, object (the \
                 app group), fields and value. Per-group figures are shown for the groups this user may \

@@ -6,8 +6,8 @@ import Testing
 @Suite("authctl exit codes, help and completions")
 struct ErrorAndHelpTests {
     static let commands = [
-        "status", "list", "get", "set", "preflight", "identify", "anonymize", "stop", "clear", "watch", "decode",
-        "mint", "refresh-agent",
+        "status", "list", "get", "set", "preflight", "identify", "anonymize", "stop", "clear", "watch", "metrics",
+        "decode", "mint", "refresh-agent",
     ]
 
     @Test func anUnreachableDaemonFailsFastWith69AndSaysHowToStartIt() throws {

@@ -24,7 +24,7 @@ struct DaemonVarlinkTests {
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
         #expect(
             lines == [
-                #"{"info": {"interfaces": ["org.varlink.service", "com.exponea.Auth"], "product": "exponea-authd"}}"#,
+                #"{"info": {"interfaces": ["org.varlink.service", "com.exponea.Auth", "io.systemd.Metrics"], "product": "exponea-authd"}}"#,
                 #"{"description": "interface com.exponea.Auth"}"#,
                 #"{"set": {"algorithm": "HS512", "generation": 1}}"#,
                 #"{"error": {"code": "notThreeParts", "error": "com.exponea.Auth.MalformedToken"}}"#,
