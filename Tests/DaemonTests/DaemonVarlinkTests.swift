@@ -244,7 +244,9 @@ struct DaemonVarlinkTests {
         defer { client.close() }
         #expect(
             try client.exchange(#"{"method":"org.varlink.service.GetInfo"}"#).contains(#""product":"exponea-authd""#))
-        #expect(activator.output.contains("Using the socket systemd passed"))
+        // Logged before the reply was sent, but read from the pipe by another thread: wait for it.
+        #expect(
+            activator.waitForOutput { $0.contains("Using the socket systemd passed") }, "\(activator.output)")
         #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
     }
 
