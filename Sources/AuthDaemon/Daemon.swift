@@ -249,15 +249,53 @@ public struct Daemon: Sendable {
     /// The daemon's version, as GetInfo reports it.
     public static let version = ProductVersion.current
 
-    /// A socket systemd passed takes precedence; otherwise the daemon binds its own in the runtime directory.
-    func listenConfiguration() throws(DaemonError) -> VarlinkServer.Configuration {
+    /// `org.varlink.service` and `io.systemd.Metrics` alone, for the report socket.
+    var reportHandler: VarlinkServiceHandler {
+        VarlinkServiceHandler(
+            vendor: "Bloomreach",
+            product: "exponea-authd",
+            version: Self.version,
+            url: "https://github.com/exponea/exponea-authd",
+            interfaces: [
+                (
+                    MetricsInterface.name, MetricsInterface.description,
+                    MetricsCallHandler(
+                        service: service, access: access, calls: calls, connections: connections, lifetime: lifetime)
+                )
+            ]
+        )
+    }
+
+    /// The name systemd passes the report socket by (`FileDescriptorName=` of exponea-authd-report.socket).
+    static let reportSocketName = "report"
+
+    /// Where the daemon serves: the socket systemd passed, or its own in the runtime directory; and the report
+    /// socket (`/run/systemd/report/com.exponea.AuthD`, for `systemd-report`) when systemd passed it.
+    func listenConfigurations() throws(DaemonError) -> (
+        main: VarlinkServer.Configuration, report: VarlinkServer.Configuration?
+    ) {
         let passed: [ListenedSocket]
         do {
-            passed = try ListenedSocket.takeAll()
+            passed = try ListenedSocket.takeAll().filter(\.isListeningUnixStream)
         } catch {
             throw DaemonError(message: "\(error)")
         }
-        if let socket = passed.first(where: \.isListeningUnixStream) {
+        var report: VarlinkServer.Configuration?
+        if let socket = passed.first(where: { $0.name == Self.reportSocketName }) {
+            logger.info("Serving metrics on the report socket", metadata: ["authd.fd": "\(socket.fileDescriptor)"])
+            var configuration = VarlinkServer.Configuration(listen: .descriptor(socket.fileDescriptor))
+            // Read by systemd-report now and then: a few connections, the same counters of refusals.
+            configuration.maximumConnections = 16
+            configuration.maximumConnectionsPerUser = 4
+            configuration.counters = connections
+            report = configuration
+        }
+        return (try listenConfiguration(passed.filter { $0.name != Self.reportSocketName }), report)
+    }
+
+    /// A socket systemd passed takes precedence; otherwise the daemon binds its own in the runtime directory.
+    private func listenConfiguration(_ passed: [ListenedSocket]) throws(DaemonError) -> VarlinkServer.Configuration {
+        if let socket = passed.first {
             logger.info("Using the socket systemd passed", metadata: ["authd.fd": "\(socket.fileDescriptor)"])
             return configuration(listen: .descriptor(socket.fileDescriptor))
         }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import Crypto
 import Logging
 import Synchronization
@@ -186,7 +187,9 @@ public struct StoreKey: Sendable, CustomStringConvertible, CustomReflectable {
         let path = directory + "/" + keyFileName
         let bytes = try readOrCreateKeyFile(directoryDescriptor, path: path)
         if warning.claim() {
-            logger.warning(Logger.Message(stringLiteral: unboundKeyWarning), metadata: ["authd.key_file": "\(path)"])
+            var metadata = OperatorEvent.storeKeyProblem.metadata { Logger.MetadataValue.string($0) }
+            metadata["authd.key_file"] = "\(path)"
+            logger.warning(Logger.Message(stringLiteral: unboundKeyWarning), metadata: metadata)
         }
         return try StoreKey(material: bytes, source: .keyFile(path: path))
     }

@@ -351,11 +351,12 @@ public final class TokenStore: Sendable {
         setAside.add(1, ordering: .relaxed)
         if moved {
             try? SystemCalls.fsync(directoryDescriptor)
+            var metadata = OperatorEvent.recordSetAside.metadata(group: group.name) { Logger.MetadataValue.string($0) }
+            metadata["authd.problem"] = "\(defect)"
+            metadata["authd.moved_to"] = "\(path(target))"
             logger.warning(
                 "Set aside an unreadable token record; the app group has no token until one is set again",
-                metadata: [
-                    "authd.group": "\(group)", "authd.problem": "\(defect)", "authd.moved_to": "\(path(target))",
-                ])
+                metadata: metadata)
         } else {
             logger.error(
                 "Found an unreadable token record and could not set it aside; the app group has no token until one is set again",

@@ -180,13 +180,17 @@ public final class VarlinkServer {
     private func backOff(_ error: Int32) {
         let interval = configuration.acceptBackoff
         if let count = throttle.admit("accept", uid: getuid()) {
+            var metadata = OperatorEvent.connectionLimit.metadata(reason: "noResources") {
+                Logger.MetadataValue.string($0)
+            }
+            metadata["count"] = "\(count)"
             logger.warning(
                 """
                 Cannot accept connections: \(String(cString: strerror(error))); trying again every \
                 \(interval / .milliseconds(1)) ms (raise LimitNOFILE= or lower --max-connections)\
                 \(LogThrottle.suffix(count))
                 """,
-                metadata: ["authd.count": "\(count)"]
+                metadata: metadata
             )
         }
         backingOff = true
@@ -248,10 +252,11 @@ public final class VarlinkServer {
                 ("user-full", "uid \(peer.uid) has \(limit) open (--max-connections-per-user)")
             }
         if let count = throttle.admit(kind, uid: peer.uid) {
-            logger.warning(
-                "Refusing a connection: \(reason)\(LogThrottle.suffix(count))",
-                metadata: ["authd.uid": "\(peer.uid)", "authd.pid": "\(peer.pid)", "authd.count": "\(count)"]
-            )
+            var metadata = OperatorEvent.connectionLimit.metadata(
+                reason: refusal.counted.rawValue, callerUID: peer.uid, callerPID: peer.pid
+            ) { Logger.MetadataValue.string($0) }
+            metadata["count"] = "\(count)"
+            logger.warning("Refusing a connection: \(reason)\(LogThrottle.suffix(count))", metadata: metadata)
         }
     }
 

@@ -227,6 +227,40 @@ struct DaemonVarlinkTests {
         #expect(try client.receiveUntilClosed(timeout: .seconds(5)))
     }
 
+    /// With the report socket passed too (exponea-authd-report.socket, `FileDescriptorName=report`), the daemon
+    /// serves `io.systemd.Metrics` there, and nothing of `com.exponea.Auth`.
+    @Test func servesMetricsAloneOnThePassedReportSocket() throws {
+        let fixture = try DaemonStartupTests.Fixture()
+        let report = fixture.root.appending("report.socket")
+        let activator = try BackgroundProcess(
+            "/usr/bin/systemd-socket-activate",
+            [
+                "--listen=\(fixture.socketPath)", "--listen=\(report)", "--fdname=varlink:report", "-E",
+                "NOTIFY_SOCKET=\(fixture.notify.path)", "-E", "CREDENTIALS_DIRECTORY=\(fixture.credentials)", "-E",
+                "HOME=\(fixture.root.path)", try BuildProducts.executable("exponea-authd"), "--user",
+                "--log-target", "console", "--state-directory", fixture.stateDirectory,
+            ]
+        )
+        defer { activator.stop() }
+        #expect(BackgroundProcess.waitUntil { FileManager.default.fileExists(atPath: report) })
+        let client = try UnixClient(path: report)  // the first connection starts the daemon
+        defer { client.close() }
+        try client.send(#"{"method":"io.systemd.Metrics.List","more":true}"#)
+        var names: [String] = []
+        while true {
+            let reply = try client.receiveReply()
+            names.append(reply)
+            if !reply.contains(#""continues":true"#) { break }
+        }
+        #expect(names.contains { $0.contains(#""name":"com.exponea.Auth.version""#) }, "\(names)")
+        #expect(
+            try client.exchange(#"{"method":"com.exponea.Auth.CountGroups"}"#)
+                .contains("org.varlink.service.InterfaceNotFound"))
+        let main = try UnixClient(path: fixture.socketPath)
+        defer { main.close() }
+        #expect(try main.exchange(#"{"method":"com.exponea.Auth.CountGroups"}"#).contains(#""groups":0"#))
+    }
+
     @Test func startsUnderSocketActivationAndServesACall() throws {
         let fixture = try DaemonStartupTests.Fixture()
         let activator = try BackgroundProcess(

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthTestKit
 import Foundation
 import Testing
@@ -41,6 +42,8 @@ struct JournalLoggingTests {
         let warning = try #require(entries.first { $0["MESSAGE"]?.contains("not bound to this device") == true })
         #expect(warning["PRIORITY"] == "4")
         #expect(warning["AUTHD_KEY_FILE"] == state.appending("store/store.key"))
+        // An operator's event: its catalog entry explains it (journalctl -x).
+        #expect(warning["MESSAGE_ID"] == OperatorEvent.storeKeyProblem.messageID)
         #expect(entries.contains { $0["MESSAGE"] == "Started in user mode" })
     }
 }

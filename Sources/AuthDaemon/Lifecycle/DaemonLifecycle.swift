@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
 import AuthTransport
 import Logging
@@ -68,6 +69,8 @@ public final class DaemonLifecycle {
 
     private var daemon: Daemon?
     private var server: VarlinkServer?
+    /// The server of the report socket (`io.systemd.Metrics` only), when systemd passed it.
+    private var reportServer: VarlinkServer?
     private var isReady = false
     private var isStopping = false
     /// The STATUS line last sent.
@@ -146,7 +149,14 @@ public final class DaemonLifecycle {
         case .ready(let status):
             guard !isStopping else { return }
             isReady = true
-            daemon?.lifetime.becameReady()
+            if let daemon {
+                daemon.lifetime.becameReady()
+                let (groups, withToken) = daemon.service.committedGroupCounts()
+                var metadata = OperatorEvent.ready.metadata { Logger.MetadataValue.string($0) }
+                metadata["groups"] = "\(groups)"
+                metadata["groups_with_token"] = "\(withToken)"
+                logger.info("Ready: \(status)", metadata: metadata)
+            }
             self.status = status
             notifier.notify(.ready, .status(status))
             // What only the start-up ran need not stay resident.
@@ -160,16 +170,22 @@ public final class DaemonLifecycle {
         }
     }
 
-    /// Serves the socket, then follows the service.
+    /// Serves the socket (and the report socket, when systemd passed it), then follows the service.
     private func serve(_ daemon: Daemon) {
         let server: VarlinkServer
         do throws(DaemonError) {
-            let configuration = try daemon.listenConfiguration()
+            let (configuration, report) = try daemon.listenConfigurations()
             server = VarlinkServer(
                 configuration: configuration, handler: daemon.serviceHandler, loop: loop, executor: executor,
                 logger: logger)
+            if let report {
+                reportServer = VarlinkServer(
+                    configuration: report, handler: daemon.reportHandler, loop: loop, executor: executor,
+                    logger: logger)
+            }
             do {
                 try server.start()
+                try reportServer?.start()
             } catch {
                 throw DaemonError(message: "\(error)")
             }
@@ -281,6 +297,8 @@ public final class DaemonLifecycle {
         }
         server?.stop()
         server = nil
+        reportServer?.stop()
+        reportServer = nil
         announcer?.stop()
         announcer = nil
         loop.exit(failure == nil ? 0 : 1)

@@ -5,6 +5,12 @@ import AuthTransport
 import Logging
 import Synchronization
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// Turns `com.exponea.Auth` calls into the service's operations: validates parameters and group names,
 /// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
 /// transport hands it each call with the caller's credentials and the connection's replies.
@@ -83,6 +89,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let (generation, jwt) = try await mapped { () async throws(AuthServiceError) in
                 try await service.setToken(parameters.token.value, for: group)
             }
+            logTokenSet(group, generation, jwt, caller)
             try replies.send(
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 
@@ -132,6 +139,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let generation = try await mapped { () async throws(AuthServiceError) in
                 try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
             }
+            if parameters.token != nil { logTokenSet(group, generation, service.token(for: group).token, caller) }
             try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
         case .anonymize, .stopIntegration:
@@ -140,6 +148,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let result = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: cause)
             }
+            logCleared(group, cause, caller)
             try replies.send(VarlinkReplyEncoder.reply(result))
 
         case .clearLocalCustomerData:
@@ -148,6 +157,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             _ = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: .clearLocalCustomerData)
             }
+            logCleared(group, .clearLocalCustomerData, caller)
             try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .subscribe:
@@ -268,17 +278,33 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         let group = try AppGroup(wire: name)
         guard access.allows(caller, group) else {
             if let count = deniedLog.admit("denied", uid: caller.uid) {
-                logger.notice(
-                    "Permission denied\(LogThrottle.suffix(count))",
-                    metadata: [
-                        "authd.group": "\(group)", "authd.uid": "\(caller.uid)", "authd.pid": "\(caller.pid)",
-                        "authd.count": "\(count)",
-                    ]
-                )
+                var metadata = OperatorEvent.accessDenied.metadata(
+                    group: group.name, callerUID: caller.uid, callerPID: caller.pid
+                ) { Logger.MetadataValue.string($0) }
+                metadata["count"] = "\(count)"
+                logger.notice("Permission denied\(LogThrottle.suffix(count))", metadata: metadata)
             }
             throw .permissionDenied(group: group.name)
         }
         return group
+    }
+
+    /// The operator's "Token set": which group, at which generation, by whom (never the token).
+    private func logTokenSet(_ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller) {
+        var metadata = OperatorEvent.tokenSet.metadata(
+            group: group.name, generation: generation, callerUID: caller.uid, callerPID: caller.pid
+        ) { Logger.MetadataValue.string($0) }
+        metadata["state"] = "\(TokenState(jwt, at: Date()))"
+        logger.info("Token set", metadata: metadata)
+    }
+
+    /// The operator's "Cleared app group": which group, why, by whom.
+    private func logCleared(_ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller) {
+        logger.notice(
+            "Cleared app group",
+            metadata: OperatorEvent.cleared.metadata(
+                group: group.name, reason: cause.rawValue, callerUID: caller.uid, callerPID: caller.pid
+            ) { .string($0) })
     }
 
     /// Runs a service operation, turning its errors into the interface's.

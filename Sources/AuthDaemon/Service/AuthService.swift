@@ -120,7 +120,7 @@ public actor AuthService {
     public func start() {
         let events = startupEvents
         startupEvents = []
-        deliver(events)
+        deliver(events, atStart: true)
     }
 
     /// The wall-clock timer fired: sends the events that are due and re-arms.
@@ -137,10 +137,21 @@ public actor AuthService {
     /// The earliest pending expiry deadline.
     public var nextExpiryDeadline: Date? { expiry.nextDeadline }
 
-    private func deliver(_ events: [ExpiryEvent]) {
+    /// Sends the events' jwtErrors and re-arms the timer. A token that expires while the daemon runs is an
+    /// operator's event, logged; those found expired at start are not, one line each (the ready line counts them).
+    private func deliver(_ events: [ExpiryEvent], atStart: Bool = false) {
         let now = clock.now
         for event in events {
-            if event.reason == .expired { metrics.expiryReached(event.group) }
+            if event.reason == .expired {
+                metrics.expiryReached(event.group)
+                if !atStart {
+                    logger.warning(
+                        "Token expired and no new token was set",
+                        metadata: OperatorEvent.expiredUnrefreshed.metadata(
+                            group: event.group.name, generation: table[event.group]?.generation
+                        ) { .string($0) })
+                }
+            }
             sendJwtError(table.jwtError(event.group, reason: event.reason, now: now), to: event.group)
         }
         guard let timer else { return }
@@ -307,7 +318,11 @@ public actor AuthService {
             armLease(of: group, claim: id, after: left)
         case .ended(let event):
             metrics.claim(group, .lapsed)
-            logClaimEnded(group, generation: table[group]?.generation ?? 0, why: "its lease ran out")
+            logger.warning(
+                "Refresh abandoned: the claim's lease ran out before its holder set a token",
+                metadata: OperatorEvent.refreshAbandoned.metadata(
+                    group: group.name, generation: table[group]?.generation
+                ) { .string($0) })
             sendJwtError(event, to: group)
         }
     }
@@ -400,7 +415,8 @@ public actor AuthService {
         countsMayHaveChanged()
         expiry.remove(group)
         deliver([])
-        logger.info("Cleared app group", metadata: ["authd.group": "\(group)", "authd.cause": "\(cause.rawValue)"])
+        // The operator's "Cleared app group", with who asked, is the dispatcher's.
+        logger.debug("Cleared app group", metadata: ["authd.group": "\(group)", "authd.cause": "\(cause.rawValue)"])
         send(event, to: group)
         for waiter in waiters.removeAll(group) { waiter.resume() }
     }
@@ -552,8 +568,9 @@ public actor AuthService {
             if token != nil { metrics.tokenSet(group, at: .now) }
             snapshot.set(group, token: token, generation: record.generation)
             countsMayHaveChanged()
-            logger.info(
-                "Token set",
+            // The operator's "Token set", with who set it, is the dispatcher's.
+            logger.debug(
+                "Committed",
                 metadata: [
                     "authd.group": "\(group)", "authd.generation": "\(record.generation)",
                     "authd.state": "\(TokenState(token, at: record.changedAt))",
@@ -585,12 +602,10 @@ public actor AuthService {
         guard let event else { return }
         if let reason = event.reason { metrics.refreshAsked(group, reason: reason, at: .now) }
         logger.notice(
-            "JWT error",
-            metadata: [
-                "authd.group": "\(group)", "authd.reason": "\(event.reason.map { "\($0)" } ?? "")",
-                "authd.generation": "\(event.generation)",
-            ]
-        )
+            "JWT error: the group's apps are asked for a new token",
+            metadata: OperatorEvent.refreshAsked.metadata(
+                group: group.name, generation: event.generation, reason: event.reason.map { "\($0)" }
+            ) { .string($0) })
         send(event, to: group)
     }
 
