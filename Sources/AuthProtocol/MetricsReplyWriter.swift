@@ -11,13 +11,34 @@ public struct MetricsReplyWriter: Sendable {
 
     public init() {}
 
+    /// Makes room for `capacity` bytes in all (about 110 a figure).
+    public mutating func reserveCapacity(_ capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    /// A family's name as the start of its replies, encoded once for all of its figures.
+    public struct Family: Sendable {
+        fileprivate var opening: [UInt8]
+
+        public init(_ name: String) {
+            var writer = MetricsReplyWriter()
+            writer.append(#"{"parameters":{"name":"#)
+            writer.appendString(name)
+            opening = writer.bytes
+        }
+    }
+
     /// Appends one figure of family `name`; `fields` in the order given.
     public mutating func append(
         name: String, object: String? = nil, fields: [(String, String)] = [], value: MetricsInterface.Value
     ) {
+        append(Family(name), object: object, fields: fields, value: value)
+    }
+
+    /// Appends one figure of `family`; `fields` in the order given.
+    public mutating func append(
+        _ family: Family, object: String? = nil, fields: [(String, String)] = [], value: MetricsInterface.Value
+    ) {
         closeReply(continues: true)
-        append(#"{"parameters":{"name":"#)
-        appendString(name)
+        bytes.append(contentsOf: family.opening)
         if let object {
             append(#","object":"#)
             appendString(object)
@@ -25,7 +46,9 @@ public struct MetricsReplyWriter: Sendable {
         append(#","value":"#)
         switch value {
         case .string(let text): appendString(text)
-        default: bytes.append(contentsOf: value.description.utf8)
+        case .unsigned(let number): appendDecimal(number, negative: false)
+        case .signed(let number): appendDecimal(number.magnitude, negative: number < 0)
+        case .double: bytes.append(contentsOf: value.description.utf8)
         }
         if !fields.isEmpty {
             append(#","fields":{"#)
@@ -40,6 +63,22 @@ public struct MetricsReplyWriter: Sendable {
         append("}")
         open = true
         count += 1
+    }
+
+    /// A whole number in decimal, without making a string of it.
+    private mutating func appendDecimal(_ magnitude: UInt64, negative: Bool) {
+        if negative { bytes.append(UInt8(ascii: "-")) }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        var count = 0
+        var rest = magnitude
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[23 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            } while rest > 0
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[(24 - count)...]))
+        }
     }
 
     /// Appends `metric`, its fields sorted by name.
@@ -63,13 +102,23 @@ public struct MetricsReplyWriter: Sendable {
         open = false
     }
 
-    private mutating func append(_ literal: StaticString) {
+    fileprivate mutating func append(_ literal: StaticString) {
         bytes.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
-    /// A JSON string: quotes, backslashes and control characters escaped.
-    private mutating func appendString(_ string: String) {
+    /// A JSON string: quotes, backslashes and control characters escaped. A string with none of them (every
+    /// name, group and field the daemon writes) is copied whole: byte by byte was a quarter of List's time.
+    fileprivate mutating func appendString(_ string: String) {
         bytes.append(UInt8(ascii: "\""))
+        let copied = string.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+            for byte in utf8 where Self.needsEscape(byte) { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if copied == true {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
@@ -84,6 +133,10 @@ public struct MetricsReplyWriter: Sendable {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 
     private static func hexDigit(_ value: UInt8) -> UInt8 {

@@ -16,7 +16,7 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, hops, client, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl
+    case latency, hops, client, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl, metrics
 }
 
 struct Run: ParsableCommand {
@@ -77,6 +77,7 @@ struct Run: ParsableCommand {
             case .footprint: try FootprintBenchmark(settings).run(report)
             case .flood: try FloodBenchmark(settings).run(report)
             case .authctl: try AuthctlBenchmark(settings).run(report)
+            case .metrics: try MetricsBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)

@@ -37,7 +37,7 @@ import Testing
 
         #expect(try store.load(record.group) == nil)
         #expect(try fixture.files() == ["g.token.corrupt"])
-        #expect(fixture.warnings.contains { $0.metadata["authd.group"] == "g" })
+        #expect(fixture.warnings.contains { $0.metadata["group"] == "g" })
     }
 
     @Test func longCredentialIsAccepted() throws {

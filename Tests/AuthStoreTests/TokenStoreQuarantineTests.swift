@@ -41,7 +41,11 @@ import Testing
             // Loading again finds nothing, and quarantines nothing more.
             #expect(try store.load(victim.group) == nil, sourceLocation: sourceLocation)
 
-            let warnings = fixture.warnings.filter { $0.metadata["authd.group"] == "victim" }
+            // An operator's event: GROUP= and its MESSAGE_ID in the journal.
+            let warnings = fixture.warnings.filter {
+                $0.metadata["group"] == "victim"
+                    && $0.metadata["message_id"] == OperatorEvent.recordSetAside.messageID
+            }
             #expect(warnings.count == 1, "\(fixture.capture.entries)", sourceLocation: sourceLocation)
             #expect(
                 warnings.first?.metadata["authd.problem"]?.contains(problem) == true, "\(warnings)",

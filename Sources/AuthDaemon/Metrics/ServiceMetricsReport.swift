@@ -22,19 +22,23 @@ struct ServiceMetricsReport {
         names.formUnion(metrics.groups.keys)
         let groups = names.filter(visible).sorted { $0.name < $1.name }
         writeStates(groups, &writer)
-        for group in groups {
-            guard let expiresAt = table[group]?.token?.expiresAt else { continue }
+        // Each group's state read once; each family's name made once.
+        let states = groups.map { table[$0] }
+        let secondsLeft = MetricsReplyWriter.Family(MetricFamily.tokenSecondsLeft.name)
+        for (group, state) in zip(groups, states) {
+            guard let expiresAt = state?.token?.expiresAt else { continue }
             let left = Int64(expiresAt.timeIntervalSince(now).rounded(.down))
-            writer.append(name: MetricFamily.tokenSecondsLeft.name, object: group.name, value: .signed(left))
+            writer.append(secondsLeft, object: group.name, value: .signed(left))
         }
-        for group in groups {
-            let generation = table[group]?.generation ?? 0
-            writer.append(name: MetricFamily.generation.name, object: group.name, value: .unsigned(generation))
+        let generation = MetricsReplyWriter.Family(MetricFamily.generation.name)
+        for (group, state) in zip(groups, states) {
+            writer.append(generation, object: group.name, value: .unsigned(state?.generation ?? 0))
         }
-        for group in groups {
-            guard let changedAt = table[group]?.changedAt, changedAt != .distantPast else { continue }
+        let setTime = MetricsReplyWriter.Family(MetricFamily.tokenSetTime.name)
+        for (group, state) in zip(groups, states) {
+            guard let changedAt = state?.changedAt, changedAt != .distantPast else { continue }
             let seconds = Int64(changedAt.timeIntervalSince1970.rounded(.down))
-            writer.append(name: MetricFamily.tokenSetTime.name, object: group.name, value: .signed(seconds))
+            writer.append(setTime, object: group.name, value: .signed(seconds))
         }
         for group in groups {
             let asked = metrics.groups[group]?.refreshesAsked ?? [:]
@@ -44,10 +48,11 @@ struct ServiceMetricsReport {
                     value: .unsigned(count))
             }
         }
-        writePerGroup(.refreshesAnswered, groups, &writer) { .unsigned($0.refreshesAnswered) }
-        writePerGroup(.refreshDurationCount, groups, &writer) { .unsigned($0.refreshSeconds.count) }
-        writePerGroup(.refreshDurationSum, groups, &writer) { .double($0.refreshSeconds.seconds) }
-        writePerGroup(.expiriesUnrefreshed, groups, &writer) { .unsigned($0.expiriesUnrefreshed) }
+        let counted = groups.map { metrics.groups[$0] ?? ServiceMetrics.Group() }
+        writePerGroup(.refreshesAnswered, groups, counted, &writer) { .unsigned($0.refreshesAnswered) }
+        writePerGroup(.refreshDurationCount, groups, counted, &writer) { .unsigned($0.refreshSeconds.count) }
+        writePerGroup(.refreshDurationSum, groups, counted, &writer) { .double($0.refreshSeconds.seconds) }
+        writePerGroup(.expiriesUnrefreshed, groups, counted, &writer) { .unsigned($0.expiriesUnrefreshed) }
         for group in groups {
             let claims = metrics.groups[group]?.claims ?? [:]
             for outcome in ServiceMetrics.ClaimOutcome.allCases {
@@ -79,12 +84,12 @@ struct ServiceMetricsReport {
 
     /// One figure of `family` for every group, 0 for a group with nothing counted.
     private func writePerGroup(
-        _ family: MetricFamily, _ groups: [AppGroup], _ writer: inout MetricsReplyWriter,
-        _ value: (ServiceMetrics.Group) -> MetricsInterface.Value
+        _ family: MetricFamily, _ groups: [AppGroup], _ counted: [ServiceMetrics.Group],
+        _ writer: inout MetricsReplyWriter, _ value: (ServiceMetrics.Group) -> MetricsInterface.Value
     ) {
-        let name = family.name
-        for group in groups {
-            writer.append(name: name, object: group.name, value: value(metrics.groups[group] ?? ServiceMetrics.Group()))
+        let name = MetricsReplyWriter.Family(family.name)
+        for (group, counts) in zip(groups, counted) {
+            writer.append(name, object: group.name, value: value(counts))
         }
     }
 }

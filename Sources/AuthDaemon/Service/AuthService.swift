@@ -530,6 +530,7 @@ public actor AuthService {
     /// Writes the figures of the groups that `visible` lets the caller see, then the subscriptions' and the
     /// store's, for `io.systemd.Metrics.List`.
     func writeMetrics(_ writer: inout MetricsReplyWriter, visible: @Sendable (AppGroup) -> Bool) {
+        writer.reserveCapacity(table.count * 8 * 110)
         ServiceMetricsReport(
             table: table, metrics: metrics, subscribers: hub.total, recordsSetAside: store.recordsSetAside,
             now: clock.now
