@@ -16,7 +16,8 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, hops, client, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl, metrics
+    case latency, hops, client, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl, metrics,
+        counting
 }
 
 struct Run: ParsableCommand {
@@ -78,6 +79,7 @@ struct Run: ParsableCommand {
             case .flood: try FloodBenchmark(settings).run(report)
             case .authctl: try AuthctlBenchmark(settings).run(report)
             case .metrics: try MetricsBenchmark(settings).run(report)
+            case .counting: try CountingCostBenchmark(settings).run(report)
             }
         }
         print(MachineDescription.current)
