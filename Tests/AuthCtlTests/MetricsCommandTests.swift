@@ -68,6 +68,57 @@ struct MetricsCommandTests {
         #expect(after["refreshes_answered_total group=com.example.shop"] == 1)
     }
 
+    /// Claims, subscriptions, records set aside and refused connections, each counted after it happened.
+    @Test func claimsSubscribersRecordsSetAsideAndRefusalsAreCounted() throws {
+        let fixture = try DaemonFixture(arguments: ["--max-connections", "3"])
+        func metrics() throws -> [String: Double] { try Self.figures(fixture.authctl(["metrics", "--json"])) }
+        let before = try metrics()
+        #expect(before["subscribers"] == 0)
+        #expect(before["connections_refused_total reason=serverFull"] == 0)
+        #expect(before["refresh_claims_total group=shop outcome=granted"] == nil)
+
+        let claimant = try UnixClient(path: fixture.socketPath)
+        defer { claimant.close() }
+        let claim = #"{"method":"com.exponea.Auth.ClaimRefresh","parameters":{"group":"shop","generation":0}}"#
+        #expect(try claimant.exchange(claim).contains(#""granted":true"#))
+        let subscriber = try UnixClient(path: fixture.socketPath)
+        defer { subscriber.close() }
+        try subscriber.send(#"{"method":"com.exponea.Auth.Subscribe","parameters":{"group":"shop"},"more":true}"#)
+        #expect(try subscriber.receiveReply().contains(#""kind":"state""#))
+        let claimed = try metrics()
+        #expect(claimed["refresh_claims_total group=shop outcome=granted"] == 1)
+        #expect(claimed["refresh_claims_total group=shop outcome=released"] == nil)
+        #expect(claimed["subscribers"] == 1)
+
+        let release = #"{"method":"com.exponea.Auth.ReleaseRefresh","parameters":{"group":"shop","generation":0}}"#
+        #expect(try claimant.exchange(release).contains(#""released":true"#))
+        // Two connections held and authctl's own: a fourth is refused at once.
+        let third = try UnixClient(path: fixture.socketPath)  // closed below, to make room for authctl
+        #expect(try third.exchange(#"{"method":"org.varlink.service.GetInfo"}"#).contains("exponea-authd"))
+        let refused = try UnixClient(path: fixture.socketPath)
+        defer { refused.close() }
+        #expect(try refused.receiveUntilClosed(timeout: .seconds(5)))
+        third.close()
+        let after = try metrics()
+        #expect(after["refresh_claims_total group=shop outcome=released"] == 1)
+        #expect(after["connections_refused_total reason=serverFull"] == 1)
+        #expect(after["store_records_set_aside_total"] == 0)
+    }
+
+    @Test func aRecordSetAsideAtStartIsCounted() throws {
+        let daemon = try DaemonUnderTest(start: false)
+        try FileManager.default.createDirectory(
+            atPath: daemon.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let bad = daemon.stateDirectory + "/news.token"
+        try Data("not a record".utf8).write(to: URL(fileURLWithPath: bad))
+        chmod(bad, 0o600)
+        try daemon.start()
+        let result = try ChildProcess.run(
+            BuildProducts.executable("authctl"), ["metrics", "--json", "store_*"],
+            environment: ["EXPONEA_AUTHD_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"])
+        #expect(try Self.figures(result)["store_records_set_aside_total"] == 1)
+    }
+
     @Test func everyListedFamilyIsDescribedAndPrometheusReadsTheOutput() throws {
         let fixture = try DaemonFixture()
         try fixture.set("com.example.shop", Self.token)
