@@ -6,3 +6,4 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <systemd/sd-journal.h>
+#include <systemd/sd-login.h>

@@ -17,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <systemd/sd-journal.h>
+#include <systemd/sd-login.h>
 
 #include "libsystemd.h"
 
@@ -91,6 +92,8 @@
     X(sd_listen_fds) \
     X(sd_listen_fds_with_names) \
     X(sd_notify) \
+    X(sd_pid_get_unit) \
+    X(sd_pid_get_user_unit) \
     X(sd_watchdog_enabled)
 
 static struct {
@@ -425,6 +428,14 @@ int sd_listen_fds_with_names(int unset_environment, char ***names) {
 
 int sd_notify(int unset_environment, const char *state) {
     return library()->sd_notify(unset_environment, state);
+}
+
+int sd_pid_get_unit(pid_t pid, char **unit) {
+    return library()->sd_pid_get_unit(pid, unit);
+}
+
+int sd_pid_get_user_unit(pid_t pid, char **unit) {
+    return library()->sd_pid_get_user_unit(pid, unit);
 }
 
 int sd_watchdog_enabled(int unset_environment, uint64_t *usec) {

@@ -4,6 +4,7 @@ import AuthProtocol
 import AuthTransport
 import Logging
 import Synchronization
+import Systemd
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -282,6 +283,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                     group: group.name, callerUID: caller.uid, callerPID: caller.pid
                 ) { Logger.MetadataValue.string($0) }
                 metadata["count"] = "\(count)"
+                if let unit = ProcessUnit.of(caller.pid) { metadata["caller_unit"] = "\(unit)" }
                 logger.notice("Permission denied\(LogThrottle.suffix(count))", metadata: metadata)
             }
             throw .permissionDenied(group: group.name)
@@ -295,16 +297,17 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             group: group.name, generation: generation, callerUID: caller.uid, callerPID: caller.pid
         ) { Logger.MetadataValue.string($0) }
         metadata["state"] = "\(TokenState(jwt, at: Date()))"
+        if let unit = ProcessUnit.of(caller.pid) { metadata["caller_unit"] = "\(unit)" }
         logger.info("Token set", metadata: metadata)
     }
 
     /// The operator's "Cleared app group": which group, why, by whom.
     private func logCleared(_ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller) {
-        logger.notice(
-            "Cleared app group",
-            metadata: OperatorEvent.cleared.metadata(
-                group: group.name, reason: cause.rawValue, callerUID: caller.uid, callerPID: caller.pid
-            ) { .string($0) })
+        var metadata = OperatorEvent.cleared.metadata(
+            group: group.name, reason: cause.rawValue, callerUID: caller.uid, callerPID: caller.pid
+        ) { Logger.MetadataValue.string($0) }
+        if let unit = ProcessUnit.of(caller.pid) { metadata["caller_unit"] = "\(unit)" }
+        logger.notice("Cleared app group", metadata: metadata)
     }
 
     /// Runs a service operation, turning its errors into the interface's.
