@@ -138,7 +138,8 @@ public actor AuthService {
     public var nextExpiryDeadline: Date? { expiry.nextDeadline }
 
     /// Sends the events' jwtErrors and re-arms the timer. A token that expires while the daemon runs is an
-    /// operator's event, logged; those found expired at start are not, one line each (the ready line counts them).
+    /// operator's event, logged; one found expired at start is not logged twice: its jwtError line (reason
+    /// `expired`) says it, and the metrics count it.
     private func deliver(_ events: [ExpiryEvent], atStart: Bool = false) {
         let now = clock.now
         for event in events {
