@@ -227,43 +227,36 @@ public struct Daemon: Sendable {
 
     /// `org.varlink.service`, `com.exponea.Auth` and `io.systemd.Metrics`.
     var serviceHandler: VarlinkServiceHandler {
-        VarlinkServiceHandler(
-            vendor: "Bloomreach",
-            product: "exponea-authd",
-            version: Self.version,
-            url: "https://github.com/exponea/exponea-authd",
-            interfaces: [
-                (
-                    AuthInterface.name, AuthInterface.description,
-                    AuthCallDispatcher(service: service, access: access, calls: calls, logger: logger)
-                ),
-                (
-                    MetricsInterface.name, MetricsInterface.description,
-                    MetricsCallHandler(
-                        service: service, access: access, calls: calls, connections: connections, lifetime: lifetime)
-                ),
-            ]
-        )
+        handler(serving: [
+            (
+                AuthInterface.name, AuthInterface.description,
+                AuthCallDispatcher(service: service, access: access, calls: calls, logger: logger)
+            ),
+            metricsInterface,
+        ])
     }
+
+    /// `org.varlink.service` and `io.systemd.Metrics` alone, for the report socket.
+    var reportHandler: VarlinkServiceHandler { handler(serving: [metricsInterface]) }
 
     /// The daemon's version, as GetInfo reports it.
     public static let version = ProductVersion.current
 
-    /// `org.varlink.service` and `io.systemd.Metrics` alone, for the report socket.
-    var reportHandler: VarlinkServiceHandler {
-        VarlinkServiceHandler(
-            vendor: "Bloomreach",
-            product: "exponea-authd",
-            version: Self.version,
-            url: "https://github.com/exponea/exponea-authd",
-            interfaces: [
-                (
-                    MetricsInterface.name, MetricsInterface.description,
-                    MetricsCallHandler(
-                        service: service, access: access, calls: calls, connections: connections, lifetime: lifetime)
-                )
-            ]
+    private var metricsInterface: (name: String, description: String, handler: any VarlinkCallHandler) {
+        (
+            MetricsInterface.name, MetricsInterface.description,
+            MetricsCallHandler(
+                service: service, access: access, calls: calls, connections: connections, lifetime: lifetime)
         )
+    }
+
+    /// `org.varlink.service` (what GetInfo says of the daemon) over `interfaces`.
+    private func handler(
+        serving interfaces: [(name: String, description: String, handler: any VarlinkCallHandler)]
+    ) -> VarlinkServiceHandler {
+        VarlinkServiceHandler(
+            vendor: "Bloomreach", product: "exponea-authd", version: Self.version,
+            url: "https://github.com/exponea/exponea-authd", interfaces: interfaces)
     }
 
     /// The name systemd passes the report socket by (`FileDescriptorName=` of exponea-authd-report.socket).
