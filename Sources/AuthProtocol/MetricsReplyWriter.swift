@@ -81,13 +81,6 @@ public struct MetricsReplyWriter: Sendable {
         }
     }
 
-    /// Appends `metric`, its fields sorted by name.
-    public mutating func append(_ metric: MetricsInterface.Metric) {
-        append(
-            name: metric.name, object: metric.object, fields: metric.fields.sorted { $0.key < $1.key },
-            value: metric.value)
-    }
-
     /// The framed replies; `NoSuchMetric` when no figure was written.
     public mutating func finish() -> [UInt8] {
         guard count > 0 else { return VarlinkReplyEncoder.error(.noSuchMetric) }

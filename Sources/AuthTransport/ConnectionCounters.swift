@@ -14,15 +14,12 @@ public final class ConnectionCounters: Sendable {
     }
 
     private let open = Atomic<Int>(0)
-    private let accepted = Atomic<UInt64>(0)
     private let refusals = Mutex<[UInt64]>(Array(repeating: 0, count: Refusal.allCases.count))
 
     public init() {}
 
     /// The connections open now.
     public var openConnections: Int { open.load(ordering: .relaxed) }
-    /// The connections accepted since the start.
-    public var acceptedConnections: UInt64 { accepted.load(ordering: .relaxed) }
 
     /// The refusals of `reason` since the start.
     public func refused(_ reason: Refusal) -> UInt64 {
@@ -31,7 +28,6 @@ public final class ConnectionCounters: Sendable {
 
     func opened() {
         open.add(1, ordering: .relaxed)
-        accepted.add(1, ordering: .relaxed)
     }
 
     func closed() { open.subtract(1, ordering: .relaxed) }
