@@ -8,8 +8,9 @@
  *
  * Thread safety, per function below:
  *   "thread-safe"   any thread, at the same time as other calls on the same client;
- *   "loop thread"   only the thread that runs the client's events (the first to call exponea_auth_get_fd(),
- *                   exponea_auth_process() or exponea_auth_wait()), or any one thread before that.
+ *   "loop thread"   only the thread that runs the client's events: the first to call exponea_auth_get_fd(),
+ *                   exponea_auth_process(), exponea_auth_wait() or to set a handler (which subscribes), or any
+ *                   one thread before that.
  * Handlers run on the loop thread, inside exponea_auth_process(), exponea_auth_wait() or a blocking call made
  * on the loop thread.
  */
@@ -101,7 +102,8 @@ const char *exponea_auth_get_socket_path(const exponea_auth *auth);
 /* ---- The token and the auth header: exponea_auth_get_token(3) ---- */
 
 /* Each writes a NUL-terminated token into `buffer` and returns its length; -ENOBUFS when `size` is too small
- * (EXPONEA_AUTH_TOKEN_MAX + 1 always suffices). `ret_generation`, when not NULL, gets the token's generation. */
+ * (EXPONEA_AUTH_TOKEN_MAX + 1 always suffices). `ret_generation`, when not NULL, gets the group's generation: its
+ * token's, or, without a token, that of the change that left it without one. */
 
 /* The group's token, without side effects. Returns its length, or -ENOKEY when the group has none.
  * Thread-safe. */
