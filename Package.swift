@@ -177,8 +177,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            // The C client of the client rows' anchor, compiled by the benchmark at run time.
-            resources: [.embedInCode("Resources/c-client.c"), .embedInCode("Resources/c-epoll-server.c")]
+            // The C clients of the client rows (by hand, and through libexponea-auth), compiled by the benchmark at
+            // run time.
+            resources: [
+                .embedInCode("Resources/c-client.c"), .embedInCode("Resources/c-lib-client.c"),
+                .embedInCode("Resources/c-epoll-server.c"),
+            ]
         ),
 
         // MARK: Fuzzing (Fuzz/README.md): a replay driver each here, libFuzzer targets built by scripts/fuzz

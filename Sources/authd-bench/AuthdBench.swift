@@ -16,7 +16,8 @@ struct AuthdBench: ParsableCommand {
 
 /// The benchmarks.
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
-    case latency, hops, client, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl, metrics,
+    case latency, hops, client, clib, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl,
+        metrics,
         counting
 }
 
@@ -69,6 +70,7 @@ struct Run: ParsableCommand {
             case .latency: try LatencyBenchmark(settings).run(report)
             case .hops: try HopsBenchmark(settings).run(report)
             case .client: try ClientBenchmark(settings).run(report)
+            case .clib: try CLibraryBenchmark(settings).run(report)
             case .throughput: try ThroughputBenchmark(settings).run(report)
             case .fanout: try FanOutBenchmark(settings).run(report)
             case .bus: try BusFanOutBenchmark(settings).run(report)

@@ -76,12 +76,15 @@ enum {
  * the system daemon's, /run/exponea-authd/io.socket. Before it sends anything, every connection checks that the
  * server runs as root, the system user exponea-authd, or (for the user daemon's socket) this user.
  * Returns 0, -EINVAL for a group name that is not 1-128 of A-Z a-z 0-9 . _ - (no leading dot), -ENOMEM.
+ * A socket path too long for a Unix socket fails the first call with -ENAMETOOLONG.
  * Thread-safe. */
 int exponea_auth_open(exponea_auth **ret, const char *group, const char *socket_path);
 
 /* Closes the client's connections (a refresh claim it holds ends with them) and frees it. NULL is allowed.
  * Returns NULL. Loop thread, with no other call on the client running. */
 exponea_auth *exponea_auth_close(exponea_auth *auth);
+
+/* The three setters return 0, or -EINVAL. */
 
 /* How long connecting and each call may take before it fails with -ETIMEDOUT: default 5 s. A call that waits
  * by design (exponea_auth_wait_for_token(), a clear waiting for flushes) adds its own wait. Loop thread. */
@@ -114,8 +117,9 @@ int exponea_auth_get_token(exponea_auth *auth, char *buffer, size_t size, uint64
  * Returns the token's length, or 0 when there is none (send the request without Authorization). Thread-safe. */
 int exponea_auth_preflight(exponea_auth *auth, char *buffer, size_t size, int *ret_state, uint64_t *ret_generation);
 
-/* As exponea_auth_preflight(), written as the header's value: "Bearer <token>" (R23). Returns its length, or 0
- * when there is no token (send no Authorization header). Thread-safe. */
+/* As exponea_auth_preflight(), written as the header's value: "Bearer <token>" (R23; EXPONEA_AUTH_TOKEN_MAX + 8
+ * bytes always suffice). Returns its length, or 0 when there is no token (send no Authorization header).
+ * Thread-safe. */
 int exponea_auth_get_auth_header(exponea_auth *auth, char *buffer, size_t size, uint64_t *ret_generation);
 
 /* Waits, at most `usec` (at most 5 s), for a token of a generation newer than `after`: for a request that cannot
@@ -165,7 +169,9 @@ int exponea_auth_stop_integration(exponea_auth *auth, unsigned *ret_asked, pid_t
 int exponea_auth_clear_local_customer_data(exponea_auth *auth);
 
 /* Runs when the group is about to be cleared: flush pending events with the current token. Returns
- * EXPONEA_AUTH_FLUSH_DONE or EXPONEA_AUTH_FLUSH_PENDING. Without a handler the app agrees at once. */
+ * EXPONEA_AUTH_FLUSH_DONE or EXPONEA_AUTH_FLUSH_PENDING. Without a handler the app agrees at once.
+ * Setting a handler (this one, and the cleared, refresh and token-refreshed ones) subscribes to the group's events
+ * and makes the calling thread the loop thread. Each setter returns 0, or a negative error. Loop thread. */
 typedef int (*exponea_auth_flush_handler_t)(exponea_auth *auth, void *userdata);
 int exponea_auth_set_flush_handler(exponea_auth *auth, exponea_auth_flush_handler_t handler, void *userdata);
 
@@ -188,7 +194,7 @@ typedef int (*exponea_auth_refresh_handler_t)(exponea_auth *auth, const exponea_
                                               size_t size, void *userdata);
 int exponea_auth_set_refresh_handler(exponea_auth *auth, exponea_auth_refresh_handler_t handler, void *userdata);
 
-/* Whether only the app that claims the refresh runs its handler (1, the default), or every app (0). */
+/* Whether only the app that claims the refresh runs its handler (1, the default), or every app (0). Returns 0. */
 int exponea_auth_set_coalescing(exponea_auth *auth, int coalesce);
 
 /* Gives up this app's refresh claim (its pending fetch failed): the next request is claimed at once by any app.
@@ -199,8 +205,8 @@ int exponea_auth_release_refresh(exponea_auth *auth);
  * ended (a token was set, or its lease ran out and another app holds it). */
 int exponea_auth_renew_refresh(exponea_auth *auth);
 
-/* Why the token must be refreshed: "notProvided", "invalid", "expired", "expiredSoon", "insufficient" or a
- * reason a later daemon adds. */
+/* The refresh's fields, read inside the handler (the loop thread). Why the token must be refreshed: "notProvided",
+ * "invalid", "expired", "expiredSoon", "insufficient" or a reason a later daemon adds. */
 const char *exponea_auth_refresh_get_reason(const exponea_auth_refresh *refresh);
 /* The generation being refreshed. */
 uint64_t exponea_auth_refresh_get_generation(const exponea_auth_refresh *refresh);

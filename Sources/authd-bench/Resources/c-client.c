@@ -5,7 +5,8 @@
 // Usage: c-client SOCKET METHOD GROUP COUNT
 //   Connects, makes COUNT calls of com.exponea.Auth.METHOD {"group": GROUP} one after another, and prints
 //   "p50_ns cpu_ns_per_call switches_per_call" (CPU time and voluntary + involuntary context switches from
-//   getrusage over the calls). COUNT 1 is the one-shot client: connect, one call, exit (nothing printed).
+//   getrusage over the calls). COUNT 1 is the one-shot client: connect, one call, exit (nothing printed); COUNT 0
+//   makes one call and prints the process's peak RSS in KiB.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,18 @@ static unsigned long long now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+/* This process's peak resident set (VmHWM of /proc/self/status, in KiB): the memory of this program since its exec,
+ * which getrusage's ru_maxrss is not (it keeps the peak of the process image before exec). */
+static long peak_rss_kib(void) {
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (status && fgets(line, sizeof line, status))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+    if (status) fclose(status);
+    return kib;
 }
 
 static int compare(const void *a, const void *b) {
@@ -50,7 +63,7 @@ int main(int argc, char **argv) {
     char message[512];
     int length = snprintf(message, sizeof message,
                           "{\"method\":\"com.exponea.Auth.%s\",\"parameters\":{\"group\":\"%s\"}}", argv[2], argv[3]);
-    if (length <= 0 || (size_t)length >= sizeof message || count < 1) return 2;
+    if (length <= 0 || (size_t)length >= sizeof message || count < 0) return 2;
     length += 1; /* the NUL */
 
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -61,6 +74,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (count == 1) return call(fd, message, (size_t)length) == 0 ? 0 : 1;
+    if (count == 0) {
+        if (call(fd, message, (size_t)length) != 0) return 1;
+        printf("%ld\n", peak_rss_kib());
+        return 0;
+    }
 
     unsigned long long *samples = calloc((size_t)count, sizeof *samples);
     struct rusage before, after;
