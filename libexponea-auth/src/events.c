@@ -255,6 +255,7 @@ static void handle_event(exponea_auth *a, const jdoc *doc, int event) {
         if (json_equals(doc, kind, "tokenRefreshed") || json_equals(doc, kind, "cleared")) {
                 end_claim_before(a, generation);
                 bool refreshed = json_equals(doc, kind, "tokenRefreshed");
+                bool outer = a->dispatching;
                 a->dispatching = true;
                 if (refreshed && a->refreshed_handler) a->refreshed_handler(a, generation, a->refreshed_userdata);
                 if (!refreshed && a->cleared_handler) {
@@ -262,7 +263,7 @@ static void handle_event(exponea_auth *a, const jdoc *doc, int event) {
                         json_string(doc, json_get(doc, event, "cause"), cause, sizeof cause);
                         a->cleared_handler(a, cause, a->cleared_userdata);
                 }
-                a->dispatching = false;
+                a->dispatching = outer;
         } else if (json_equals(doc, kind, "jwtError")) {
                 exponea_auth_refresh *refresh = refresh_from_event(doc, event, generation);
                 if (!refresh) return;
