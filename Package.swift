@@ -315,6 +315,12 @@ let package = Package(
                 "AuthTestKit", "authctl", "exponea-authd", .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // libexponea-auth (the C client library, built with its own Makefile) and its example apps against the
+        // real daemon.
+        .testTarget(
+            name: "CLibraryTests",
+            dependencies: ["AuthTestKit", "exponea-authd"]
+        ),
         .testTarget(
             name: "FuzzReplayTests",
             dependencies: ["AuthTestKit", "fuzz-config", "fuzz-jwt", "fuzz-record", "fuzz-varlink"],

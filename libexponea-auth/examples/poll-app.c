@@ -108,8 +108,9 @@ static bool track_event(exponea_auth *auth, int number) {
         }
         const char *path = "/track/u/v1/customers/events?stream_id=example";
         int status = http_post(path, length ? header : NULL, body, sizeof body);
-        printf("request %d: %d", number, status);
-        fflush(stdout);
+        /* The request's line is printed whole at its end: the refresh handler may print meanwhile. */
+        char line[160];
+        int used = snprintf(line, sizeof line, "request %d: %d", number, status);
         if (status == 401 || status == 403) {
                 /* R19-R22: the daemon decides; the handler's token comes within the retry wait. */
                 char token[EXPONEA_AUTH_TOKEN_MAX + 1];
@@ -119,14 +120,15 @@ static bool track_event(exponea_auth *auth, int number) {
                 if (retry > 0) {
                         snprintf(header, sizeof header, "Bearer %s", token);
                         status = http_post(path, header, body, sizeof body);
-                        printf(", retried: %d", status);
+                        snprintf(line + used, sizeof line - (size_t)used, ", retried: %d", status);
                 } else if (retry < 0) {
-                        printf(", no retry: %s", exponea_auth_strerror(retry));
+                        snprintf(line + used, sizeof line - (size_t)used, ", no retry: %s",
+                                 exponea_auth_strerror(retry));
                 }
                 explicit_bzero(token, sizeof token);
         }
         explicit_bzero(header, sizeof header);
-        printf("\n");
+        printf("%s\n", line);
         fflush(stdout);
         return status == 200;
 }

@@ -112,13 +112,15 @@ static void run_refresh(exponea_auth *a, exponea_auth_refresh *refresh) {
         uint64_t generation = refresh->generation;
         if (!a->refresh_handler || a->refreshing == generation) return;
         connection *claim = NULL;
+        /* Without a connection for the claim (the daemon is away), the handler runs unclaimed, for the same
+         * reason. */
         if (a->coalesce && client_connect(a, &claim) == 0) {
                 int granted = claim_call(a, claim, generation, false);
                 if (granted == 0) {
                         connection_close(claim);
                         return;
                 }
-                /* The claim could not be asked for: better a second refresh than none. */
+                /* The claim could not be asked for (the call failed): better a second refresh than none. */
                 if (granted < 0) {
                         connection_close(claim);
                         claim = NULL;
