@@ -319,7 +319,7 @@ let package = Package(
         // real daemon.
         .testTarget(
             name: "CLibraryTests",
-            dependencies: ["AuthTestKit", "exponea-authd"]
+            dependencies: ["AuthTestKit", "authd-test-app", "exponea-authd"]
         ),
         .testTarget(
             name: "FuzzReplayTests",

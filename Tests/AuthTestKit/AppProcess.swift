@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-import AuthTestKit
 import Foundation
 import Synchronization
 
 /// One app of a group as a process of its own (`authd-test-app`), linking ExponeaAuth, driven line by line on
-/// its standard input; its output lines are what the tests wait for. Killed when released.
-final class AppProcess: Sendable {
-    let name: String
+/// its standard input; its output lines are what the tests wait for. Killed when released. The tests that use it
+/// depend on the `authd-test-app` target, so that it is built.
+public final class AppProcess: Sendable {
+    public let name: String
     private let process: SpawnedProcess
     /// The write end of its standard input.
     private let input: Int32
@@ -19,7 +19,7 @@ final class AppProcess: Sendable {
     }
 
     /// Starts the app on `daemon`'s socket, with an async handler (or a plain one with `sync`).
-    init(_ name: String, daemon: DaemonUnderTest, group: String = "shop", sync: Bool = false) throws {
+    public init(_ name: String, daemon: DaemonUnderTest, group: String = "shop", sync: Bool = false) throws {
         self.name = name
         let stdin = try SpawnPipe()
         let stdout = try SpawnPipe()
@@ -57,33 +57,33 @@ final class AppProcess: Sendable {
         if !inputClosed.exchange(true, ordering: .relaxed) { close(input) }
     }
 
-    var pid: Int32 { process.pid }
+    public var pid: Int32 { process.pid }
 
     /// Every line it printed so far.
-    var output: [String] { collected.lines.withLock { $0 } }
+    public var output: [String] { collected.lines.withLock { $0 } }
 
     /// The lines it printed that start with `prefix`.
-    func lines(_ prefix: String) -> [String] { output.filter { $0.hasPrefix(prefix) } }
+    public func lines(_ prefix: String) -> [String] { output.filter { $0.hasPrefix(prefix) } }
 
     /// Sends one command line.
-    func send(_ line: String) {
+    public func send(_ line: String) {
         SpawnPipe.writeAll(Array((line + "\n").utf8), to: input)  // stops if it has exited
     }
 
     /// Kills it with SIGKILL (a crash) and waits until it is gone.
-    func kill() {
+    public func kill() {
         guard process.isRunning else { return }
         Glibc.kill(process.pid, SIGKILL)
         process.wait()
     }
 
-    var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { process.isRunning }
 }
 
 extension [AppProcess] {
     /// The apps whose output has a line starting with `prefix`.
-    func printing(_ prefix: String) -> [AppProcess] { filter { !$0.lines(prefix).isEmpty } }
+    public func printing(_ prefix: String) -> [AppProcess] { filter { !$0.lines(prefix).isEmpty } }
 
     /// The number of lines starting with `prefix`, over every app.
-    func count(_ prefix: String) -> Int { reduce(0) { $0 + $1.lines(prefix).count } }
+    public func count(_ prefix: String) -> Int { reduce(0) { $0 + $1.lines(prefix).count } }
 }
