@@ -180,8 +180,8 @@ let package = Package(
             // The C clients of the client rows (by hand, and through libexponea-auth), compiled by the benchmark at
             // run time.
             resources: [
-                .embedInCode("Resources/c-client.c"), .embedInCode("Resources/c-lib-client.c"),
-                .embedInCode("Resources/c-epoll-server.c"),
+                .embedInCode("Resources/bench-client.h"), .embedInCode("Resources/c-client.c"),
+                .embedInCode("Resources/c-lib-client.c"), .embedInCode("Resources/c-epoll-server.c"),
             ]
         ),
 

@@ -35,18 +35,12 @@ struct CLibraryBenchmark {
 
         let rounds = settings.pick(full: 7, brief: 2)
         let calls = settings.pick(full: 5_000, brief: 300)
-        var cGet: [ClientBenchmark.Batch] = []
-        var libGet: [ClientBenchmark.Batch] = []
-        var cPreflight: [ClientBenchmark.Batch] = []
-        var libPreflight: [ClientBenchmark.Batch] = []
-        _ = try ClientBenchmark.batch([cClient, socket, "GetToken", group, "\(calls)"])  // warm-up
-        _ = try ClientBenchmark.batch([libClient, socket, "GetToken", group, "\(calls)"])
-        for _ in 0..<rounds {
-            cGet.append(try ClientBenchmark.batch([cClient, socket, "GetToken", group, "\(calls)"]))
-            libGet.append(try ClientBenchmark.batch([libClient, socket, "GetToken", group, "\(calls)"]))
-            cPreflight.append(try ClientBenchmark.batch([cClient, socket, "Preflight", group, "\(calls)"]))
-            libPreflight.append(try ClientBenchmark.batch([libClient, socket, "Preflight", group, "\(calls)"]))
-        }
+        let batches = try ClientBenchmark.alternating(
+            [
+                [cClient, socket, "GetToken", group, "\(calls)"], [libClient, socket, "GetToken", group, "\(calls)"],
+                [cClient, socket, "Preflight", group, "\(calls)"], [libClient, socket, "Preflight", group, "\(calls)"],
+            ], rounds: rounds)
+        let (cGet, libGet, cPreflight, libPreflight) = (batches[0], batches[1], batches[2], batches[3])
         var cStarts: [Double] = []
         var libStarts: [Double] = []
         var cPeaks: [Double] = []
@@ -103,7 +97,7 @@ struct CLibraryBenchmark {
         }
         let source = folder + "/c-lib-client.c"
         let binary = folder + "/c-lib-client"
-        guard FileManager.default.createFile(atPath: source, contents: Data(PackageResources.c_lib_client_c)),
+        guard ClientBenchmark.writeClientSources("c-lib-client", PackageResources.c_lib_client_c, into: folder),
             run([
                 "cc", "-O2", "-I", librarySources + "/include", "-o", binary, source, "-L", build, "-lexponea-auth",
                 "-Wl,-rpath,\(build)",

@@ -48,18 +48,14 @@ struct ClientBenchmark {
 
         let rounds = settings.pick(full: 7, brief: 2)
         let calls = settings.pick(full: 5_000, brief: 300)
-        var library: [Batch] = []
-        var cGet: [Batch] = []
-        var header: [Batch] = []
-        var cPreflight: [Batch] = []
-        _ = try Self.batch([cClient, socket, "GetToken", group, "\(calls)"])  // warm-up
-        _ = try Self.batch([app, "--bench", socket, "GetToken", group, "\(calls)"])
-        for _ in 0..<rounds {
-            cGet.append(try Self.batch([cClient, socket, "GetToken", group, "\(calls)"]))
-            library.append(try Self.batch([app, "--bench", socket, "GetToken", group, "\(calls)"]))
-            cPreflight.append(try Self.batch([cClient, socket, "Preflight", group, "\(calls)"]))
-            header.append(try Self.batch([app, "--bench", socket, "Header", group, "\(calls)"]))
-        }
+        let batches = try Self.alternating(
+            [
+                [cClient, socket, "GetToken", group, "\(calls)"],
+                [app, "--bench", socket, "GetToken", group, "\(calls)"],
+                [cClient, socket, "Preflight", group, "\(calls)"],
+                [app, "--bench", socket, "Header", group, "\(calls)"],
+            ], rounds: rounds)
+        let (cGet, library, cPreflight, header) = (batches[0], batches[1], batches[2], batches[3])
         let starts = settings.pick(full: 41, brief: 5)
         let hello = Self.compileSwiftProgram(Self.emptyProgram, named: "swift-hello", into: folder, linkedAs: app)
         let foundation = Self.compileSwiftProgram(
@@ -208,7 +204,7 @@ struct ClientBenchmark {
     static func compileC(_ name: String, _ source: [UInt8], into folder: String) -> String? {
         let file = folder + "/\(name).c"
         let binary = folder + "/\(name)"
-        guard FileManager.default.createFile(atPath: file, contents: Data(source)) else {
+        guard writeClientSources(name, source, into: folder) else {
             progress("  skipped: cannot write \(file)")
             return nil
         }
@@ -228,6 +224,24 @@ struct ClientBenchmark {
             return nil
         }
         return binary
+    }
+
+    /// Writes `name`.c into `folder`, with the header the C clients share (`Resources/bench-client.h`).
+    static func writeClientSources(_ name: String, _ source: [UInt8], into folder: String) -> Bool {
+        FileManager.default.createFile(
+            atPath: folder + "/bench-client.h", contents: Data(PackageResources.bench_client_h))
+            && FileManager.default.createFile(atPath: folder + "/\(name).c", contents: Data(source))
+    }
+
+    /// Runs each command once to warm up, then all of them in turn `rounds` times; returns each command's batches,
+    /// in the order of `commands`.
+    static func alternating(_ commands: [[String]], rounds: Int) throws -> [[Batch]] {
+        for command in commands { _ = try batch(command) }
+        var batches = [[Batch]](repeating: [], count: commands.count)
+        for _ in 0..<rounds {
+            for (index, command) in commands.enumerated() { batches[index].append(try batch(command)) }
+        }
+        return batches
     }
 
     /// Runs a client process that prints "p50_ns cpu_ns_per_call switches_per_call".
