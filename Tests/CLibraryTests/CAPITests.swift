@@ -17,6 +17,11 @@ struct LoadedLibrary {
             Client?, UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<UInt64>?
         ) -> Int32
     let setToken: @convention(c) (Client?, UnsafePointer<CChar>?, UnsafeMutablePointer<UInt64>?) -> Int32
+    let anonymize:
+        @convention(c) (
+            Client?, UnsafeMutablePointer<UInt32>?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?, Int
+        ) -> Int32
+    let clearLocalCustomerData: @convention(c) (Client?) -> Int32
 
     /// `EXPONEA_AUTH_TOKEN_MAX + 1`: a buffer that always suffices.
     static let tokenBufferSize = 16384 + 1
@@ -38,6 +43,8 @@ struct LoadedLibrary {
         getToken = try function("exponea_auth_get_token")
         preflight = try function("exponea_auth_preflight")
         setToken = try function("exponea_auth_set_token")
+        anonymize = try function("exponea_auth_anonymize")
+        clearLocalCustomerData = try function("exponea_auth_clear_local_customer_data")
     }
 
     /// A client of `group` on `socket`; fails the test when it cannot be made.

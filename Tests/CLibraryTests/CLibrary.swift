@@ -178,6 +178,11 @@ final class ExampleApp {
             "poll-app", CLibrary.example("poll-app"), ["shop", "\(backend.port)"] + arguments, daemon: daemon)
     }
 
+    /// `events-app shop [arguments...]`: prints the group's events as its handlers see them.
+    static func events(_ arguments: [String] = [], daemon: DaemonUnderTest) throws -> ExampleApp {
+        try ExampleApp("events-app", CLibrary.example("events-app"), ["shop"] + arguments, daemon: daemon)
+    }
+
     /// `python-app.py shop PORT`, the library given by `EXPONEA_AUTH_LIBRARY`.
     static func python(daemon: DaemonUnderTest, backend: TestBackend) throws -> ExampleApp {
         try CLibrary.build()
