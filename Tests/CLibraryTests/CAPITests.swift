@@ -142,6 +142,28 @@ struct CAPITests {
         #expect(server.connections(atLeast: 2) == [0, 0])
     }
 
+    @Test func callsFromEightThreadsBesideTheLoopThreadRaceNothingUnderThreadSanitizer() throws {
+        let daemon = try DaemonUnderTest()
+        try CLibrary.build()
+        let binary = CLibrary.buildDirectory + "/threads-tsan"
+        let sources = try FileManager.default.contentsOfDirectory(atPath: CLibrary.source + "/src")
+            .filter { $0.hasSuffix(".c") }.map { CLibrary.source + "/src/" + $0 }
+        let compile = try ChildProcess.run(
+            "/usr/bin/cc",
+            [
+                "-fsanitize=thread", "-g", "-O1", "-D_GNU_SOURCE", "-I", CLibrary.source + "/include", "-I",
+                CLibrary.source + "/src", CLibrary.source + "/tests/threads.c", "-o", binary, "-lpthread",
+            ] + sources)
+        try #require(compile.status == 0, "\(compile.standardError)")
+        // Address-space randomization off (setarch -R): some kernels' layouts are not ThreadSanitizer's.
+        let run = try ChildProcess.run(
+            "/usr/bin/setarch", ["-R", binary, daemon.socketPath, "shop"],
+            input: TestJWT().token(expiringIn: 3600) + "\n")
+        #expect(run.status == 0, "\(run.standardError)")
+        #expect(run.standardOutput == "ok refreshed=6\n", "\(run.standardOutput)")
+        #expect(!run.standardError.contains("ThreadSanitizer"), "\(run.standardError)")
+    }
+
     @Test func withoutADaemonACallFailsWhenTheUnavailableBoundEnds() throws {
         let directory = try TemporaryDirectory(prefix: "libexponea-auth")
         defer { directory.remove() }
