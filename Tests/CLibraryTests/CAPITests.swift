@@ -164,6 +164,33 @@ struct CAPITests {
         #expect(!run.standardError.contains("ThreadSanitizer"), "\(run.standardError)")
     }
 
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/c++"), "needs a C++ compiler"))
+    func theHeaderIsValidCPlusPlusAndLinksFromIt() throws {
+        try CLibrary.build()
+        let directory = try TemporaryDirectory(prefix: "libexponea-auth-cxx")
+        defer { directory.remove() }
+        let program = """
+            #include <exponea-auth.h>
+            #include <string>
+            int main() {
+                exponea_auth *auth = nullptr;
+                std::string message = exponea_auth_strerror(exponea_auth_open(&auth, ".bad", nullptr));
+                exponea_auth_close(auth);
+                return message.find("group name") == std::string::npos;
+            }
+            """
+        try program.write(toFile: directory.appending("app.cpp"), atomically: true, encoding: .utf8)
+        let compile = try ChildProcess.run(
+            "/usr/bin/c++",
+            [
+                "-std=c++11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I", CLibrary.source + "/include",
+                directory.appending("app.cpp"), "-o", directory.appending("app"), "-L", CLibrary.buildDirectory,
+                "-lexponea-auth", "-Wl,-rpath," + CLibrary.buildDirectory,
+            ])
+        try #require(compile.status == 0, "\(compile.standardError)")
+        #expect(try ChildProcess.run(directory.appending("app")).status == 0)
+    }
+
     @Test func withoutADaemonACallFailsWhenTheUnavailableBoundEnds() throws {
         let directory = try TemporaryDirectory(prefix: "libexponea-auth")
         defer { directory.remove() }
