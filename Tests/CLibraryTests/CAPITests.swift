@@ -191,6 +191,24 @@ struct CAPITests {
         #expect(try ChildProcess.run(directory.appending("app")).status == 0)
     }
 
+    @Test func theJSONReaderHoldsItsInvariantsOnEveryInputOfItsFuzzCorpus() throws {
+        try CLibrary.build()
+        let binary = CLibrary.buildDirectory + "/fuzz-c-json-replay"
+        let compile = try ChildProcess.run(
+            "/usr/bin/cc",
+            [
+                "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1", "-D_GNU_SOURCE", "-I",
+                CLibrary.source + "/include", "-I", CLibrary.source + "/src", CLibrary.source + "/tests/fuzz-json.c",
+                CLibrary.source + "/src/json.c", "-o", binary,
+            ])
+        try #require(compile.status == 0, "\(compile.standardError)")
+        let corpus = CLibrary.repository + "/Fuzz/corpus/fuzz-c-json"
+        let count = try FileManager.default.contentsOfDirectory(atPath: corpus).count
+        let run = try ChildProcess.run(binary, [corpus])
+        #expect(run.status == 0, "\(run.standardError)")
+        #expect(run.standardOutput == "fuzz-c-json: \(count) inputs\n")
+    }
+
     @Test func withoutADaemonACallFailsWhenTheUnavailableBoundEnds() throws {
         let directory = try TemporaryDirectory(prefix: "libexponea-auth")
         defer { directory.remove() }
