@@ -71,13 +71,9 @@ struct ClientBenchmark {
             if let foundation { foundationStart.append(try Self.timeToExit([foundation.path])) }
         }
 
-        let get = Self.median(library.map(\.p50))
-        let cGet50 = Self.median(cGet.map(\.p50))
         report.add(
-            .init(
-                measure: "Library: AuthDaemonClient.getToken p50 (beside: C blocking client)",
-                value: microseconds(UInt64(get)), baseline: microseconds(UInt64(cGet50)), ratio: ratio(get, cGet50),
-                goal: "<= 1.3x C client", met: get <= 1.3 * cGet50))
+            Self.p50Row(
+                "Library: AuthDaemonClient.getToken p50 (beside: C blocking client)", library, beside: cGet, goal: 1.3))
         let cpu = Self.median(library.map(\.cpu))
         let cCPU = Self.median(cGet.map(\.cpu))
         report.add(
@@ -92,13 +88,10 @@ struct ClientBenchmark {
                 measure: "Library: context switches per GetToken (beside: C client)",
                 value: String(format: "%.2f", switches), baseline: String(format: "%.2f", cSwitches),
                 ratio: ratio(switches, cSwitches)))
-        let preflight = Self.median(header.map(\.p50))
-        let cPreflight50 = Self.median(cPreflight.map(\.p50))
         report.add(
-            .init(
-                measure: "Library: ExponeaAuthClient pre-flight + header p50 (beside: C client's Preflight)",
-                value: microseconds(UInt64(preflight)), baseline: microseconds(UInt64(cPreflight50)),
-                ratio: ratio(preflight, cPreflight50)))
+            Self.p50Row(
+                "Library: ExponeaAuthClient pre-flight + header p50 (beside: C client's Preflight)", header,
+                beside: cPreflight))
         let first = Self.median(appStart)
         let cFirst = Self.median(cStart)
         report.add(
@@ -231,6 +224,18 @@ struct ClientBenchmark {
         FileManager.default.createFile(
             atPath: folder + "/bench-client.h", contents: Data(PackageResources.bench_client_h))
             && FileManager.default.createFile(atPath: folder + "/\(name).c", contents: Data(source))
+    }
+
+    /// A row of two clients' p50 per call (medians over the rounds' batches), with the first's goal as a multiple of
+    /// the second's when there is one.
+    static func p50Row(_ measure: String, _ batches: [Batch], beside anchor: [Batch], goal: Double? = nil) -> Report.Row
+    {
+        let value = median(batches.map(\.p50))
+        let baseline = median(anchor.map(\.p50))
+        return Report.Row(
+            measure: measure, value: microseconds(UInt64(value)), baseline: microseconds(UInt64(baseline)),
+            ratio: ratio(value, baseline), goal: goal.map { String(format: "<= %.1fx C client", $0) } ?? "",
+            met: goal.map { value <= $0 * baseline })
     }
 
     /// Runs each command once to warm up, then all of them in turn `rounds` times; returns each command's batches,
