@@ -279,11 +279,8 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         let group = try AppGroup(wire: name)
         guard access.allows(caller, group) else {
             if let count = deniedLog.admit("denied", uid: caller.uid) {
-                var metadata = OperatorEvent.accessDenied.metadata(
-                    group: group.name, callerUID: caller.uid, callerPID: caller.pid
-                ) { Logger.MetadataValue.string($0) }
+                var metadata = operatorMetadata(.accessDenied, group, caller: caller)
                 metadata["count"] = "\(count)"
-                if let unit = ProcessUnit.of(caller.pid) { metadata["caller_unit"] = "\(unit)" }
                 logger.notice("Permission denied\(LogThrottle.suffix(count))", metadata: metadata)
             }
             throw .permissionDenied(group: group.name)
@@ -293,21 +290,27 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
     /// The operator's "Token set": which group, at which generation, by whom (never the token).
     private func logTokenSet(_ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller) {
-        var metadata = OperatorEvent.tokenSet.metadata(
-            group: group.name, generation: generation, callerUID: caller.uid, callerPID: caller.pid
-        ) { Logger.MetadataValue.string($0) }
+        var metadata = operatorMetadata(.tokenSet, group, generation: generation, caller: caller)
         metadata["state"] = "\(TokenState(jwt, at: Date()))"
-        if let unit = ProcessUnit.of(caller.pid) { metadata["caller_unit"] = "\(unit)" }
         logger.info("Token set", metadata: metadata)
     }
 
     /// The operator's "Cleared app group": which group, why, by whom.
     private func logCleared(_ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller) {
-        var metadata = OperatorEvent.cleared.metadata(
-            group: group.name, reason: cause.rawValue, callerUID: caller.uid, callerPID: caller.pid
+        logger.notice(
+            "Cleared app group", metadata: operatorMetadata(.cleared, group, reason: cause.rawValue, caller: caller))
+    }
+
+    /// An operator event's metadata about a call: the event's fields and the caller's, with the caller's unit when
+    /// the daemon may see its process.
+    private func operatorMetadata(
+        _ event: OperatorEvent, _ group: AppGroup, generation: UInt64? = nil, reason: String? = nil, caller: Caller
+    ) -> Logger.Metadata {
+        var metadata = event.metadata(
+            group: group.name, generation: generation, reason: reason, callerUID: caller.uid, callerPID: caller.pid
         ) { Logger.MetadataValue.string($0) }
         if let unit = ProcessUnit.of(caller.pid) { metadata["caller_unit"] = "\(unit)" }
-        logger.notice("Cleared app group", metadata: metadata)
+        return metadata
     }
 
     /// Runs a service operation, turning its errors into the interface's.
