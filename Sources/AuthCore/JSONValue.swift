@@ -225,6 +225,30 @@ package struct JSONValueReader {
         }
     }
 
+    /// Where the value lies in the document, checked as ``value()`` checks it but made into nothing: for a value
+    /// read later, if at all (a call's parameters, once its method is known).
+    package mutating func skip() throws(JSONSyntaxError) -> Range<Int> {
+        precondition(!taken, "a JSON value is read once")
+        taken = true
+        let start = parser.index
+        try parser.skipValue(depth: depth)
+        return start..<parser.index
+    }
+
+    /// Where a string's characters lie in the document, when it is ASCII with no escape (a method's name): its
+    /// value is those bytes. Nil, with nothing read, for any other string or value.
+    package mutating func plainString() -> Range<Int>? {
+        precondition(!taken, "a JSON value is read once")
+        guard parser.current == UInt8(ascii: "\"") else { return nil }
+        var probe = parser
+        probe.index += 1
+        let start = probe.index
+        guard probe.scanRun(), probe.current == UInt8(ascii: "\"") else { return nil }
+        taken = true
+        parser.index = probe.index + 1
+        return start..<probe.index
+    }
+
     /// An object whose members are all strings, read member by member straight into the dictionary (the last of
     /// a name counts); nil, once the value is parsed, for anything else, and for an object with a member that is
     /// not a string.
@@ -370,16 +394,27 @@ private struct JSONParser {
     }
 
     mutating func parseArray(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        var elements: [JSONValue] = []
+        try parseElements(depth: depth) { parser throws(JSONSyntaxError) in
+            elements.append(try parser.parseValue(depth: depth))
+        }
+        return .array(elements)
+    }
+
+    /// An array from its opening bracket, `element` called with the parser at each element, which it must parse
+    /// (at `depth`).
+    mutating func parseElements(depth: Int, _ element: (inout JSONParser) throws(JSONSyntaxError) -> Void)
+        throws(JSONSyntaxError)
+    {
         guard depth <= JSONValue.maximumDepth else { throw error("nested deeper than \(JSONValue.maximumDepth)") }
         index += 1  // [
-        var elements: [JSONValue] = []
         skipWhitespace()
         if current == UInt8(ascii: "]") {
             index += 1
-            return .array(elements)
+            return
         }
         while true {
-            elements.append(try parseValue(depth: depth))
+            try element(&self)
             skipWhitespace()
             switch current {
             case UInt8(ascii: ",")?:
@@ -387,10 +422,36 @@ private struct JSONParser {
                 skipWhitespace()
             case UInt8(ascii: "]")?:
                 index += 1
-                return .array(elements)
+                return
             default:
                 throw error("expected ',' or ']'")
             }
+        }
+    }
+
+    /// Moves past one value, checked as ``parseValue(depth:)`` checks it, making nothing of it but what a string
+    /// with escapes or a long number needs.
+    mutating func skipValue(depth: Int) throws(JSONSyntaxError) {
+        switch current {
+        case UInt8(ascii: "{")?:
+            try parseMembers(depth: depth + 1) { _, parser throws(JSONSyntaxError) in
+                try parser.skipValue(depth: depth + 1)
+            }
+        case UInt8(ascii: "[")?:
+            try parseElements(depth: depth + 1) { parser throws(JSONSyntaxError) in
+                try parser.skipValue(depth: depth + 1)
+            }
+        case UInt8(ascii: "\"")?:
+            let quote = index
+            index += 1
+            if scanRun(), current == UInt8(ascii: "\"") {
+                index += 1
+                return
+            }
+            index = quote
+            _ = try parseString()
+        default:
+            _ = try parseValue(depth: depth)
         }
     }
 
@@ -444,7 +505,7 @@ private struct JSONParser {
 
     /// Moves past the run up to a quote, a backslash or a control character (a token is most of a reply's bytes):
     /// eight bytes at a time while none of them is one, then a byte at a time. Returns whether the run is ASCII.
-    private mutating func scanRun() -> Bool {
+    fileprivate mutating func scanRun() -> Bool {
         var high: UInt8 = 0
         if let base = bytes.baseAddress {
             var highBits: UInt64 = 0

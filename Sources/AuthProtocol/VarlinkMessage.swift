@@ -7,43 +7,63 @@ import AuthCore
     import Foundation
 #endif
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A method call as a client sends it: `{"method": "iface.Method", "parameters": {…}, "more": true}`.
 ///
-/// The parameters stay undecoded until the method is known: ``parameters(_:)`` decodes them into the
-/// method's own type.
+/// The call keeps the message it was read from. Its parameters are checked as JSON when it is read but decoded
+/// only once the method is known: ``parameters(_:)`` decodes them into the method's own type, and
+/// ``stringParameter(_:)`` reads the one string a GetToken takes straight from the bytes.
 public struct VarlinkCall: Sendable {
-    /// The fully qualified method, such as `com.exponea.Auth.GetToken`.
-    public var method: String
     /// The client wants no reply.
     public var oneway: Bool
     /// The client accepts several replies (`continues: true` on all but the last).
     public var more: Bool
     /// The client asks to leave Varlink after the reply (not supported by this daemon).
     public var upgrade: Bool
-    /// The `parameters` member, nil when the call has none.
-    private let parameterValue: JSONValue?
+    /// The message, without its NUL.
+    private let message: [UInt8]
+    /// The method's name: where it lies in the message, or the name itself when it was written with escapes.
+    private let methodName: MethodName
+    /// Where the `parameters` value lies in the message; nil when the call has none, or null.
+    private let parameterBytes: Range<Int>?
+
+    private enum MethodName: Sendable {
+        case bytes(Range<Int>)
+        case string(String)
+    }
 
     /// Reads a call from one message (without its NUL).
     ///
     /// - Throws: ``VarlinkCallError`` when the message is not a JSON object with a `method` string, or a flag
     ///   is not a boolean.
     public init(decoding message: [UInt8]) throws(VarlinkCallError) {
-        // JSONValue, not JSONDecoder: this runs for every call, and GetToken needs nothing more (see
-        // ``stringParameter(_:)``). The members are read as they are parsed, without a dictionary of them: a
-        // GetToken answered at once on the event loop spends most of its own time here.
+        // Read member by member, making no value of the method's name or the parameters: a GetToken answered at
+        // once on the loop spent most of its own time making them, and taking them apart again.
         // A number beyond the range of a double is kept, so that the parameter holding it is named (see
         // ``parameters(_:)``) rather than the whole message refused.
-        var method: JSONValue?
+        var method: MethodName?
         var oneway: JSONValue?
         var more: JSONValue?
         var upgrade: JSONValue?
-        var parameters: JSONValue?
+        var parameters: Range<Int>?
         // A member named twice keeps its last value.
         let parsed = message.withUnsafeBufferPointer { bytes in
             JSONValue.readObject(bytes, keepingNumbersOutOfRange: true) { name, value throws(JSONSyntaxError) in
                 switch name {
-                case "method": method = try value.value()
-                case "parameters": parameters = try value.value()
+                case "method":
+                    if let name = value.plainString() {
+                        method = .bytes(name)
+                    } else if case .string(let name) = try value.value() {
+                        method = .string(name)
+                    } else {
+                        method = nil
+                    }
+                case "parameters":
+                    let range = try value.skip()
+                    parameters = bytes[range.lowerBound] == UInt8(ascii: "n") ? nil : range
                 case "oneway": oneway = try value.value()
                 case "more": more = try value.value()
                 case "upgrade": upgrade = try value.value()
@@ -51,7 +71,7 @@ public struct VarlinkCall: Sendable {
                 }
             }
         }
-        guard parsed, case .string(let name)? = method else { throw .notACall }
+        guard parsed, let method else { throw .notACall }
         func flag(_ value: JSONValue?) throws(VarlinkCallError) -> Bool {
             switch value {
             case nil, .null?: false
@@ -59,32 +79,75 @@ public struct VarlinkCall: Sendable {
             default: throw .notACall
             }
         }
-        self.method = name
+        self.message = message
+        self.methodName = method
         self.oneway = try flag(oneway)
         self.more = try flag(more)
         self.upgrade = try flag(upgrade)
-        self.parameterValue = parameters.flatMap { $0 == .null ? nil : $0 }
+        self.parameterBytes = parameters
     }
 
-    /// The string parameter `name` of a method that takes nothing else, read without decoding the call again:
-    /// the fast path for the calls that take a group name only.
+    /// The fully qualified method, such as `com.exponea.Auth.GetToken`.
+    public var method: String {
+        switch methodName {
+        case .bytes(let range): String(decoding: message[range], as: UTF8.self)
+        case .string(let name): name
+        }
+    }
+
+    /// Calls `body` with the method's name as UTF-8, without making a string of it.
+    public func withMethod<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
+        switch methodName {
+        case .bytes(let range):
+            try message.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[range])) }
+        case .string(var name):
+            try name.withUTF8 { try body($0) }
+        }
+    }
+
+    /// Whether the method is `name`, compared over the bytes.
+    public func hasMethod(_ name: [UInt8]) -> Bool {
+        withMethod { method in
+            method.count == name.count
+                && name.withUnsafeBufferPointer { memcmp($0.baseAddress!, method.baseAddress!, name.count) == 0 }
+        }
+    }
+
+    /// The string parameter `name` of a method that takes nothing else, read from the message's bytes without
+    /// decoding the parameters: the fast path for the calls that take a group name only.
     ///
     /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming `name` when it is missing or not a string, another
     ///   parameter when there is one (as ``parameters(_:)`` does), or `parameters` when the parameters are not
     ///   an object.
-    public func stringParameter(_ name: String) throws(VarlinkError) -> String {
-        switch parameterValue {
-        case nil:
-            throw .invalidParameter(name)
-        case .object(let members)?:
-            guard case .string(let value)? = members[name] else { throw .invalidParameter(name) }
-            if members.count > 1, let unknown = members.keys.filter({ $0 != name }).min() {
-                throw .invalidParameter(unknown)
+    public func stringParameter(_ name: StaticString) throws(VarlinkError) -> String {
+        guard let parameterBytes else { throw .invalidParameter(name.description) }
+        var value: String?
+        var isObject = true
+        var unknown: String?
+        message.withUnsafeBufferPointer { message in
+            // Checked when the call was read: this cannot fail.
+            try? JSONValue.read(UnsafeBufferPointer(rebasing: message[parameterBytes]), keepingNumbersOutOfRange: true)
+            {
+                parameters throws(JSONSyntaxError) in
+                guard parameters.isObject else {
+                    isObject = false
+                    return
+                }
+                try parameters.members { member, reader throws(JSONSyntaxError) in
+                    if name ~= member {
+                        // The last of a name counts, as it does for every other parameter.
+                        if case .string(let string) = try reader.value() { value = string } else { value = nil }
+                    } else {
+                        let other = member.string
+                        if unknown.map({ other < $0 }) ?? true { unknown = other }
+                    }
+                }
             }
-            return value
-        default:
-            throw .invalidParameter("parameters")
         }
+        guard isObject else { throw .invalidParameter("parameters") }
+        guard let value else { throw .invalidParameter(name.description) }
+        if let unknown { throw .invalidParameter(unknown) }
+        return value
     }
 
     /// The interface part of ``method`` (`com.exponea.Auth`), or nil when the name has no dot.
@@ -102,11 +165,13 @@ public struct VarlinkCall: Sendable {
     /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming the first parameter that is missing, of the wrong
     ///   type or range, or unknown; `parameters` when the parameters are not an object.
     public func parameters<Parameters: Decodable>(_ type: Parameters.Type) throws(VarlinkError) -> Parameters {
-        let members: [String: JSONValue]
-        switch parameterValue {
-        case nil: members = [:]
-        case .object(let object)?: members = object
-        default: throw .invalidParameter("parameters")
+        var members: [String: JSONValue] = [:]
+        if let parameterBytes {
+            guard
+                case .object(let object)? = try? JSONValue(
+                    parsing: message[parameterBytes], keepingNumbersOutOfRange: true)
+            else { throw .invalidParameter("parameters") }
+            members = object
         }
         do {
             return try ParameterDecoder.decode(type, from: members)

@@ -13,14 +13,17 @@ import Systemd
 /// (measured: 32 busy clients got 0.5x the floor's GetTokens per second, 128 clients 0.2x). Here one dispatch of
 /// the loop serves up to ``batch`` ready connections, each once, and the loop polls its other sources (signals,
 /// timers, the bus, the executor) between two batches.
+///
+/// Confined to the loop's thread, as the connections are (see ``ServerConnection``): its properties are
+/// `@exclusivity(unchecked)`.
 final class ConnectionPoller {
     /// The most connections one dispatch serves.
     static let batch = 64
 
     private let descriptor: Int32
-    private var source: EventSource?
-    private var connections: [UInt64: ServerConnection] = [:]
-    private var ready = [epoll_event](repeating: epoll_event(), count: ConnectionPoller.batch)
+    @exclusivity(unchecked) private var source: EventSource?
+    @exclusivity(unchecked) private var connections: [UInt64: ServerConnection] = [:]
+    @exclusivity(unchecked) private var ready = [epoll_event](repeating: epoll_event(), count: ConnectionPoller.batch)
 
     /// An empty set, watched by `loop`.
     init(loop: MainLoop) throws(VarlinkServerError) {

@@ -46,6 +46,10 @@ struct ConnectionLimits: Sendable {
 /// when a message is too large or takes longer than ``ConnectionLimits/messageTimeout`` to arrive whole, when its
 /// unsent output passes four times the bound (a subscriber that does not read its events), and when it has had
 /// no call in flight and received no whole message for ``ConnectionLimits/idleTimeout``.
+///
+/// Its state is confined to the loop's thread (a task reaches it only through `LoopBound`, which traps off that
+/// thread), so its properties are `@exclusivity(unchecked)`: the compiler still checks every access it can see,
+/// and the runtime's check of the rest took 18 calls of `swift_beginAccess` per GetToken.
 final class ServerConnection {
     let descriptor: Int32
     let peer: PeerCredentials
@@ -59,35 +63,35 @@ final class ServerConnection {
     private let logger: Logger
     private let throttle: LogThrottle
 
-    private var poller: ConnectionPoller?
-    private var timer: EventSource?
-    private var events: UInt32 = 0
-    private var decoder: VarlinkFrameDecoder
+    @exclusivity(unchecked) private var poller: ConnectionPoller?
+    @exclusivity(unchecked) private var timer: EventSource?
+    @exclusivity(unchecked) private var events: UInt32 = 0
+    @exclusivity(unchecked) private var decoder: VarlinkFrameDecoder
     /// Calls read while an earlier one runs, waiting their turn as bytes.
-    private var waiting: Deque<[UInt8]> = []
+    @exclusivity(unchecked) private var waiting: Deque<[UInt8]> = []
     /// Calls read and not finished (waiting or running), and their bytes.
-    private var callsInFlight = 0
-    private var bytesInFlight = 0
+    @exclusivity(unchecked) private var callsInFlight = 0
+    @exclusivity(unchecked) private var bytesInFlight = 0
     /// The task running the connection's calls, while one runs.
-    private var running: Task<Void, Never>?
+    @exclusivity(unchecked) private var running: Task<Void, Never>?
     /// Whether a task ever ran: only then can the handler hold something of the connection.
-    private var ranTask = false
+    @exclusivity(unchecked) private var ranTask = false
     /// The connection closed while its task ran: the task tells the handler, once its last call returned.
-    private(set) var closeIsTheTasksToReport = false
+    @exclusivity(unchecked) private(set) var closeIsTheTasksToReport = false
     /// Output not yet taken by the kernel, from ``written`` on.
-    private var output: [UInt8] = []
-    private var written = 0
+    @exclusivity(unchecked) private var output: [UInt8] = []
+    @exclusivity(unchecked) private var written = 0
     /// Inside ``process()``: replies wait, to go out in one write.
-    private var processing = false
+    @exclusivity(unchecked) private var processing = false
     /// Stopped reading at a bound; reads on below half of it.
-    private var paused = false
+    @exclusivity(unchecked) private var paused = false
     /// The peer shut down its side: once the calls read are answered, the connection closes.
-    private var inputClosed = false
-    private var closeWhenWritten = false
-    private(set) var isClosed = false
-    private var lastMessage = ContinuousClock.now
+    @exclusivity(unchecked) private var inputClosed = false
+    @exclusivity(unchecked) private var closeWhenWritten = false
+    @exclusivity(unchecked) private(set) var isClosed = false
+    @exclusivity(unchecked) private var lastMessage = ContinuousClock.now
     /// When the first byte of a message still incomplete arrived.
-    private var partialSince: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var partialSince: ContinuousClock.Instant?
     /// The calls' replies, for the tasks that run them.
     private(set) lazy var replies = VarlinkReplies(connection: LoopBound(self, executor: executor))
 

@@ -138,8 +138,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         // The interface whose name is all of the method's up to its last dot, as `call.interface` says: compared
         // with memcmp and memchr over the bytes (the generic `starts(with:)` and `contains` over a String's
         // UTF8View took 1,500 instructions, 7% of the daemon's per GetToken).
-        var method = call.method
-        let answerer = method.withUTF8 { method -> Answerer? in
+        let answerer = call.withMethod { method -> Answerer? in
             guard let base = method.baseAddress else { return nil }
             for (prefix, answerer) in prefixes where method.count >= prefix.count {
                 let rest = (start: base + prefix.count, count: method.count - prefix.count)

@@ -190,6 +190,60 @@ struct JSONValueTests {
         }
     }
 
+    /// Skipping a value checks it exactly as parsing it does, and says where it lies.
+    @Test(arguments: [
+        "", " ", "{", "}", "[1,]", #"{"a":1,}"#, #"{"a" 1}"#, "01", "-", "1e", "1e400", "tru", "[1 2]", #""abc"#,
+        #""\x""#, #""\u12G4""#, "\"a\tb\"", #""\ud800""#, "{} {}", "[1]]", #"{"a":[{"b":"\u00e9\n"},-1.5e3,true]}"#,
+        #"  {"a" : "x"  }  "#, #"[]"#, #""plain""#, #""é""#, "12", "null", "[[[]]]",
+        String(repeating: "[", count: JSONValue.maximumDepth) + String(repeating: "]", count: JSONValue.maximumDepth),
+        String(repeating: "[", count: JSONValue.maximumDepth + 1)
+            + String(repeating: "]", count: JSONValue.maximumDepth + 1),
+    ])
+    func skippingAcceptsWhatParsingAccepts(_ text: String) {
+        let bytes = Array(text.utf8)
+        let parses = (try? JSONValue(parsing: bytes)) != nil
+        var span: Range<Int>?
+        let skips =
+            (try? bytes.withUnsafeBufferPointer { buffer throws(JSONSyntaxError) in
+                try JSONValue.read(buffer) { value throws(JSONSyntaxError) in span = try value.skip() }
+            }) != nil
+        #expect(skips == parses, "\(text)")
+        if skips, let span {
+            #expect(String(decoding: bytes[span], as: UTF8.self) == text.trimmingCharacters(in: .whitespaces))
+        }
+        for invalid: [UInt8] in [[0x22, 0xC3, 0x28, 0x22], [0x5B, 0x22, 0xFF, 0x22, 0x5D]] {
+            #expect(throws: JSONSyntaxError.self) {
+                try invalid.withUnsafeBufferPointer { buffer throws(JSONSyntaxError) in
+                    try JSONValue.read(buffer) { value throws(JSONSyntaxError) in _ = try value.skip() }
+                }
+            }
+        }
+    }
+
+    /// A plain string is handed over as its place; any other value is left to be read.
+    @Test(
+        arguments: [
+            (#""com.exponea.Auth.GetToken""#, "com.exponea.Auth.GetToken"), (#""""#, ""), (#""a\u0041""#, nil),
+            (#""é""#, nil), ("12", nil), ("null", nil), (#"["a"]"#, nil),
+        ] as [(String, String?)])
+    func aPlainStringIsHandedOverAsItsPlace(_ text: String, _ plain: String?) throws {
+        let bytes = Array(text.utf8)
+        var found: String?
+        var value: JSONValue?
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONSyntaxError) in
+            try JSONValue.read(buffer) { reader throws(JSONSyntaxError) in
+                if let span = reader.plainString() {
+                    found = String(decoding: buffer[span], as: UTF8.self)
+                } else {
+                    value = try reader.value()
+                }
+            }
+        }
+        #expect(found == plain)
+        #expect((value == nil) == (plain != nil))
+        if plain == nil { #expect(value == (try JSONValue(parsing: bytes))) }
+    }
+
     /// An integer literal is in range without strtod up to 299 digits; longer ones are checked as before.
     @Test func anIntegerBeyondEveryDoubleIsRefusedAndALongOneThatFitsIsRead() throws {
         let fits = "9" + String(repeating: "0", count: 298)

@@ -28,6 +28,36 @@ struct VarlinkMessageTests {
         }
     }
 
+    /// The method's name and the parameters are read from the message's bytes; written with escapes, or null,
+    /// they read as they would parsed whole.
+    @Test func escapedNamesAndNullParametersReadAsParsed() throws {
+        let escaped = try call(#"{"method":"com.exponea.Auth.Get\u0054oken","parameters":{"gr\u006fup":"sh\u00f6p"}}"#)
+        #expect(escaped.method == "com.exponea.Auth.GetToken")
+        #expect(escaped.hasMethod(Array("com.exponea.Auth.GetToken".utf8)))
+        #expect(!escaped.hasMethod(Array("com.exponea.Auth.GetTokens".utf8)))
+        #expect(try escaped.stringParameter("group") == "shöp")
+        #expect(try escaped.parameters(GroupParameters.self) == GroupParameters(group: "shöp"))
+
+        let null = try call(#"{"method":"com.exponea.Auth.GetToken","parameters":null}"#)
+        #expect(throws: VarlinkError.invalidParameter("group")) { try null.stringParameter("group") }
+        #expect(try null.parameters(EmptyPayload.self) == EmptyPayload())
+
+        let last = try call(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"a","group":1}}"#)
+        #expect(throws: VarlinkError.invalidParameter("group")) { try last.stringParameter("group") }
+        let twoUnknown = try call(#"{"method":"com.exponea.Auth.GetToken","parameters":{"z":1,"group":"g","b":2}}"#)
+        #expect(throws: VarlinkError.invalidParameter("b")) { try twoUnknown.stringParameter("group") }
+        let notObject = try call(#"{"method":"com.exponea.Auth.GetToken","parameters":"shop"}"#)
+        #expect(throws: VarlinkError.invalidParameter("parameters")) { try notObject.stringParameter("group") }
+
+        // Parameters that are no JSON make the message no call, though they are decoded only later.
+        for broken in [#"{"a":}"#, #"{"a":"\x"}"#, "[1,]", #"{"a":1e400,}"#] {
+            #expect(throws: VarlinkCallError.notACall) {
+                try VarlinkCall(
+                    decoding: Array(#"{"method":"com.exponea.Auth.GetToken","parameters":\#(broken)}"#.utf8))
+            }
+        }
+    }
+
     @Test func aCallWithoutParametersDecodesEmptyParameters() throws {
         let call = try call(#"{"method":"com.exponea.Auth.ListGroups"}"#)
         #expect(try call.parameters(EmptyPayload.self) == EmptyPayload())

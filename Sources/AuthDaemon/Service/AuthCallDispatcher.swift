@@ -227,13 +227,13 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         guard !call.oneway else { return nil }
         var method: AuthInterface.Method?
         do {
-            if call.method == Self.getTokenMethod {
+            if call.hasMethod(Self.getTokenMethod) {
                 method = .getToken
                 let reply = try getToken(call, caller)
                 calls.count(.getToken, .ok)
                 return reply
             }
-            if call.method == Self.countGroupsMethod {
+            if call.hasMethod(Self.countGroupsMethod) {
                 method = .countGroups
                 // nil: the count of the groups the caller may use goes through the actor, and is counted there.
                 guard let reply = try everyGroupCounted(call, caller) else { return nil }
@@ -249,9 +249,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         }
     }
 
-    /// The qualified names answered at once, made once: `qualifiedName` builds a new string at every call.
-    private static let getTokenMethod = AuthInterface.Method.getToken.qualifiedName
-    private static let countGroupsMethod = AuthInterface.Method.countGroups.qualifiedName
+    /// The qualified names answered at once, as bytes made once: compared with the call's without a string.
+    private static let getTokenMethod = Array(AuthInterface.Method.getToken.qualifiedName.utf8)
+    private static let countGroupsMethod = Array(AuthInterface.Method.countGroups.qualifiedName.utf8)
 
     /// CountGroups' reply from the counts the service keeps, for a caller who may use every group; nil for
     /// another, whose count is of the groups it may use.
