@@ -174,6 +174,14 @@ package struct JSONMemberName {
         self.unescaped = string
     }
 
+    /// Where the name's characters lie in `document`, the buffer being parsed, when it is ASCII with no escape;
+    /// nil otherwise.
+    package func place(in document: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        guard let bytes, let start = bytes.baseAddress, let base = document.baseAddress else { return nil }
+        let offset = start - base
+        return offset..<offset + bytes.count
+    }
+
     /// The name as a string.
     package var string: String {
         guard let bytes else { return unescaped }
@@ -201,6 +209,9 @@ package struct JSONValueReader {
 
     /// Whether the value is an object.
     package var isObject: Bool { parser.current == UInt8(ascii: "{") }
+
+    /// The parser's place in the document: the value's first byte before it is read, the byte after it once read.
+    package var position: Int { parser.index }
 
     /// The value, parsed whole.
     package mutating func value() throws(JSONSyntaxError) -> JSONValue {
@@ -504,19 +515,25 @@ private struct JSONParser {
     }
 
     /// Moves past the run up to a quote, a backslash or a control character (a token is most of a reply's bytes):
-    /// eight bytes at a time while none of them is one, then a byte at a time. Returns whether the run is ASCII.
+    /// eight bytes at a time, the first one that stops the run found within its word, then, near the end of the
+    /// buffer, a byte at a time. Returns whether the run is ASCII.
     fileprivate mutating func scanRun() -> Bool {
-        var high: UInt8 = 0
+        var highBits: UInt64 = 0
         if let base = bytes.baseAddress {
-            var highBits: UInt64 = 0
             while index &+ 8 <= bytes.count {
-                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
-                if Self.stopsARun(word) { break }
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+                let stops = Self.stops(word)
+                if stops != 0 {
+                    let before = stops.trailingZeroBitCount / 8
+                    highBits |= word & ((1 &<< UInt64(before &* 8)) &- 1)
+                    index &+= before
+                    return highBits & Self.highBits == 0
+                }
                 highBits |= word
                 index &+= 8
             }
-            if highBits & Self.highBits != 0 { high = 0x80 }
         }
+        var high: UInt8 = highBits & Self.highBits == 0 ? 0 : 0x80
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
@@ -529,16 +546,17 @@ private struct JSONParser {
     private static let highBits: UInt64 = 0x8080_8080_8080_8080
     private static let ones: UInt64 = 0x0101_0101_0101_0101
 
-    /// Whether one of the eight bytes of `word` is a quote, a backslash or a control character (below 0x20). Each
-    /// test is the bit trick for "a byte of w is 0" (or "below n"), `(w - n·0x01…) & ~w & 0x80…`, which can be
-    /// wrong about which byte it is but never about whether there is one.
+    /// The high bit of each byte of `word` (its first byte the lowest) that is a quote, a backslash or a control
+    /// character (below 0x20), by the bit trick for "a byte of w is 0" (or "below n"), `(w - n·0x01…) & ~w &
+    /// 0x80…`. A byte after one that is flagged may be flagged wrongly, as the subtraction's borrow runs upward,
+    /// but none before it: the lowest bit set marks the first such byte exactly, and no bit set means none.
     @inline(__always)
-    private static func stopsARun(_ word: UInt64) -> Bool {
+    private static func stops(_ word: UInt64) -> UInt64 {
         let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
         let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
         let found =
             ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
-        return found & highBits != 0
+        return found & highBits
     }
 
     /// The string of `run`, which must be valid UTF-8. (Decoding, then comparing, is faster here than the

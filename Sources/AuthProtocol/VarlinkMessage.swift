@@ -24,13 +24,16 @@ public struct VarlinkCall: Sendable {
     /// The client asks to leave Varlink after the reply (not supported by this daemon).
     public var upgrade: Bool
     /// The message, without its NUL.
-    private let message: [UInt8]
+    @usableFromInline let message: [UInt8]
     /// The method's name: where it lies in the message, or the name itself when it was written with escapes.
-    private let methodName: MethodName
+    @usableFromInline let methodName: MethodName
     /// Where the `parameters` value lies in the message; nil when the call has none, or null.
     private let parameterBytes: Range<Int>?
+    /// The parameters' only member, when it and its value are strings with no escape (GetToken's group): where
+    /// they lie in the message. ``stringParameter(_:)`` reads it without parsing the parameters again.
+    private let loneString: (name: Range<Int>, value: Range<Int>)?
 
-    private enum MethodName: Sendable {
+    @usableFromInline enum MethodName: Sendable {
         case bytes(Range<Int>)
         case string(String)
     }
@@ -49,6 +52,7 @@ public struct VarlinkCall: Sendable {
         var more: JSONValue?
         var upgrade: JSONValue?
         var parameters: Range<Int>?
+        var lone: (name: Range<Int>, value: Range<Int>)?
         // A member named twice keeps its last value.
         let parsed = message.withUnsafeBufferPointer { bytes in
             JSONValue.readObject(bytes, keepingNumbersOutOfRange: true) { name, value throws(JSONSyntaxError) in
@@ -62,8 +66,23 @@ public struct VarlinkCall: Sendable {
                         method = nil
                     }
                 case "parameters":
-                    let range = try value.skip()
-                    parameters = bytes[range.lowerBound] == UInt8(ascii: "n") ? nil : range
+                    let start = value.position
+                    lone = nil
+                    if value.isObject {
+                        var count = 0
+                        try value.members { name, member throws(JSONSyntaxError) in
+                            count += 1
+                            if let string = member.plainString() {
+                                lone = name.place(in: bytes).map { (name: $0, value: string) }
+                            } else {
+                                _ = try member.skip()
+                            }
+                        }
+                        if count != 1 { lone = nil }
+                    } else {
+                        _ = try value.skip()
+                    }
+                    parameters = bytes[start] == UInt8(ascii: "n") ? nil : start..<value.position
                 case "oneway": oneway = try value.value()
                 case "more": more = try value.value()
                 case "upgrade": upgrade = try value.value()
@@ -85,6 +104,7 @@ public struct VarlinkCall: Sendable {
         self.more = try flag(more)
         self.upgrade = try flag(upgrade)
         self.parameterBytes = parameters
+        self.loneString = lone
     }
 
     /// The fully qualified method, such as `com.exponea.Auth.GetToken`.
@@ -96,7 +116,8 @@ public struct VarlinkCall: Sendable {
     }
 
     /// Calls `body` with the method's name as UTF-8, without making a string of it.
-    public func withMethod<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
+    @inlinable public func withMethod<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result
+    {
         switch methodName {
         case .bytes(let range):
             try message.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[range])) }
@@ -106,7 +127,7 @@ public struct VarlinkCall: Sendable {
     }
 
     /// Whether the method is `name`, compared over the bytes.
-    public func hasMethod(_ name: [UInt8]) -> Bool {
+    @inlinable public func hasMethod(_ name: [UInt8]) -> Bool {
         withMethod { method in
             method.count == name.count
                 && name.withUnsafeBufferPointer { memcmp($0.baseAddress!, method.baseAddress!, name.count) == 0 }
@@ -121,6 +142,14 @@ public struct VarlinkCall: Sendable {
     ///   an object.
     public func stringParameter(_ name: StaticString) throws(VarlinkError) -> String {
         guard let parameterBytes else { throw .invalidParameter(name.description) }
+        if let loneString, loneString.name.count == name.utf8CodeUnitCount,
+            message.withUnsafeBufferPointer({
+                loneString.name.isEmpty
+                    || memcmp($0.baseAddress! + loneString.name.lowerBound, name.utf8Start, loneString.name.count) == 0
+            })
+        {
+            return String(decoding: message[loneString.value], as: UTF8.self)
+        }
         var value: String?
         var isObject = true
         var unknown: String?

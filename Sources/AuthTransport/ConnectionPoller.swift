@@ -22,7 +22,12 @@ final class ConnectionPoller {
 
     private let descriptor: Int32
     @exclusivity(unchecked) private var source: EventSource?
-    @exclusivity(unchecked) private var connections: [UInt64: ServerConnection] = [:]
+    /// The connections watched, each in a slot whose index and the connection's identity are its events' data.
+    @exclusivity(unchecked) private var slots: [ServerConnection?] = []
+    /// Slots left empty by connections that closed.
+    @exclusivity(unchecked) private var freeSlots: [Int] = []
+    /// Each connection's slot.
+    @exclusivity(unchecked) private var slotOf: [ObjectIdentifier: Int] = [:]
     @exclusivity(unchecked) private var ready = [epoll_event](repeating: epoll_event(), count: ConnectionPoller.batch)
 
     /// An empty set, watched by `loop`.
@@ -46,16 +51,20 @@ final class ConnectionPoller {
 
     /// Watches `connection`'s socket for `events` (EPOLLHUP and EPOLLERR always).
     func add(_ connection: ServerConnection, events: UInt32) throws(VarlinkServerError) {
-        var event = epoll_event(events: events, data: epoll_data_t(u64: connection.identity.rawValue))
+        let slot = freeSlots.popLast() ?? slots.count
+        var event = epoll_event(events: events, data: epoll_data_t(u64: Self.data(slot, connection)))
         guard epoll_ctl(descriptor, EPOLL_CTL_ADD, connection.descriptor, &event) == 0 else {
+            if slot < slots.count { freeSlots.append(slot) }
             throw VarlinkServerError(message: "cannot watch a connection: \(String(cString: strerror(errno)))")
         }
-        connections[connection.identity.rawValue] = connection
+        if slot == slots.count { slots.append(connection) } else { slots[slot] = connection }
+        slotOf[ObjectIdentifier(connection)] = slot
     }
 
     /// Changes what `connection`'s socket is watched for.
     func modify(_ connection: ServerConnection, events: UInt32) {
-        var event = epoll_event(events: events, data: epoll_data_t(u64: connection.identity.rawValue))
+        guard let slot = slotOf[ObjectIdentifier(connection)] else { return }
+        var event = epoll_event(events: events, data: epoll_data_t(u64: Self.data(slot, connection)))
         _ = epoll_ctl(descriptor, EPOLL_CTL_MOD, connection.descriptor, &event)
     }
 
@@ -63,7 +72,15 @@ final class ConnectionPoller {
     func remove(_ connection: ServerConnection) {
         var unused = epoll_event()
         _ = epoll_ctl(descriptor, EPOLL_CTL_DEL, connection.descriptor, &unused)
-        connections[connection.identity.rawValue] = nil
+        guard let slot = slotOf.removeValue(forKey: ObjectIdentifier(connection)) else { return }
+        slots[slot] = nil
+        freeSlots.append(slot)
+    }
+
+    /// An event's data: the slot in the low half, the connection's identity (its low half) in the high half, so
+    /// that an event of a connection that closed earlier in a batch never reaches one that took its slot.
+    private static func data(_ slot: Int, _ connection: ServerConnection) -> UInt64 {
+        UInt64(UInt32(truncatingIfNeeded: slot)) | connection.identity.rawValue << 32
     }
 
     /// Serves the connections ready now, each once.
@@ -72,7 +89,12 @@ final class ConnectionPoller {
         guard count > 0 else { return }
         for index in 0..<Int(count) {
             // Looked up, not carried as a pointer: a connection served earlier in the batch may have closed.
-            connections[ready[index].data.u64]?.ready(ready[index].events)
+            let data = ready[index].data.u64
+            let slot = Int(data & 0xFFFF_FFFF)
+            guard slot < slots.count, let connection = slots[slot], Self.data(slot, connection) == data else {
+                continue
+            }
+            connection.ready(ready[index].events)
         }
     }
 }

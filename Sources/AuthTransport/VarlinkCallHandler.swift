@@ -72,7 +72,9 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
     private let interfaces: [String: (description: String, handler: any VarlinkCallHandler)]
     /// Each interface's name and a dot, with what answers its calls at once, for ``answerImmediately(_:from:)``:
     /// matching the method's bytes against these costs less than making its interface a string and hashing it.
-    private let prefixes: [(prefix: [UInt8], answerer: Answerer)]
+    private let prefixes: [[UInt8]]
+    /// What answers the calls of the interface of the same index in ``prefixes``.
+    private let answerers: [Answerer]
 
     /// What answers an interface's calls at once.
     private enum Answerer {
@@ -92,9 +94,8 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         var served: [String: (String, any VarlinkCallHandler)] = [:]
         for interface in interfaces { served[interface.name] = (interface.description, interface.handler) }
         self.interfaces = served
-        self.prefixes =
-            interfaces.map { (Array(($0.name + ".").utf8), .interface($0.handler)) }
-            + [(Array((VarlinkService.name + ".").utf8), .service)]
+        self.prefixes = (interfaces.map(\.name) + [VarlinkService.name]).map { Array(($0 + ".").utf8) }
+        self.answerers = interfaces.map { .interface($0.handler) } + [.service]
         self.info = VarlinkService.Info(
             vendor: vendor,
             product: product,
@@ -136,18 +137,21 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
     public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
         guard !call.upgrade else { return nil }
         // The interface whose name is all of the method's up to its last dot, as `call.interface` says: compared
-        // with memcmp and memchr over the bytes (the generic `starts(with:)` and `contains` over a String's
-        // UTF8View took 1,500 instructions, 7% of the daemon's per GetToken).
-        let answerer = call.withMethod { method -> Answerer? in
+        // with memcmp and memchr over the bytes, as this runs for every call, with no string made of either.
+        let prefixes = prefixes  // the closure takes the array alone, not a copy of the handler
+        let matched = call.withMethod { method -> Int? in
             guard let base = method.baseAddress else { return nil }
-            for (prefix, answerer) in prefixes where method.count >= prefix.count {
-                let rest = (start: base + prefix.count, count: method.count - prefix.count)
-                let matches = prefix.withUnsafeBytes { memcmp(base, $0.baseAddress!, $0.count) == 0 }
-                if matches && memchr(rest.start, Int32(UInt8(ascii: ".")), rest.count) == nil { return answerer }
+            for index in prefixes.indices {
+                let matches = prefixes[index].withUnsafeBytes { prefix in
+                    method.count >= prefix.count && memcmp(base, prefix.baseAddress!, prefix.count) == 0
+                        && memchr(base + prefix.count, Int32(UInt8(ascii: ".")), method.count - prefix.count) == nil
+                }
+                if matches { return index }
             }
             return nil
         }
-        switch answerer {
+        guard let matched else { return nil }
+        switch answerers[matched] {
         case .interface(let handler): return handler.answerImmediately(call, from: peer)
         case .service where !call.oneway:
             // What this handler holds: a client's first call (`authctl status` asks GetInfo) needs no other thread.
@@ -158,7 +162,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
             } catch {
                 return nil
             }
-        case .service, nil: return nil
+        case .service: return nil
         }
     }
 

@@ -52,9 +52,11 @@ final class TokenSnapshot: Sendable {
     /// GetToken's reply for `group`, encoded by `encode` (outside the lock) when the snapshot has none for the
     /// current generation.
     func reply(for group: AppGroup, encode: (StreamJWT?, UInt64) throws -> [UInt8]) rethrows -> [UInt8] {
+        // The reply alone first: the entry's token is copied out only when the reply must be made.
+        if let reply = state.withLock({ $0.entries[group]?.reply }) { return reply }
         let entry = state.withLock { $0.entries[group] }
-        if let reply = entry?.reply { return reply }
         let generation = entry?.generation ?? 0
+        if let reply = entry?.reply { return reply }
         let reply = try encode(entry?.token, generation)
         guard entry != nil else { return reply }  // a group never set: nothing to keep
         state.withLock { state in
