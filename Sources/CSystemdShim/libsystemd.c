@@ -79,6 +79,7 @@
     X(sd_event_add_signal) \
     X(sd_event_add_time_relative) \
     X(sd_event_exit) \
+    X(sd_event_get_iteration) \
     X(sd_event_loop) \
     X(sd_event_new) \
     X(sd_event_source_disable_unref) \
@@ -376,6 +377,10 @@ int sd_event_add_time_relative(
 
 int sd_event_exit(sd_event *e, int code) {
     return library()->sd_event_exit(e, code);
+}
+
+int sd_event_get_iteration(sd_event *e, uint64_t *ret) {
+    return library()->sd_event_get_iteration(e, ret);
 }
 
 int sd_event_loop(sd_event *e) {

@@ -15,7 +15,8 @@ import Synchronization
 /// actor: no libdispatch or other thread starts for them. As a `TaskExecutor` (`Task(executorPreference:)`) it
 /// keeps one task's nonisolated code on the loop in a process whose global executor is another (a test).
 ///
-/// Each wake-up runs the jobs queued when it began, then lets the loop poll: a task that keeps enqueuing more
+/// Each wake-up runs the jobs queued, then those they queued, for at most ``roundsPerWakeUp`` rounds, then lets
+/// the loop poll: a call's hops from task to actor and back run in one turn, and a task that keeps enqueuing more
 /// work cannot starve the sockets.
 ///
 /// `Task.sleep` does not go through this executor (the runtime's `SchedulingExecutor` sleeps on libdispatch's
@@ -33,6 +34,12 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     private let owner = Atomic<UInt>(0)
     /// The loop, for timers: touched only on its thread.
     private nonisolated(unsafe) var loop: MainLoop?
+    /// Inside ``runQueued()``, which takes what the loop's thread queues meanwhile without a wake-up: touched only
+    /// on the loop's thread.
+    private nonisolated(unsafe) var draining = false
+
+    /// How many times one wake-up takes the queue again, for what the jobs it ran queued.
+    public static let roundsPerWakeUp = 8
 
     /// The executor that runs Swift concurrency's global jobs, once installed.
     private static let global = AtomicLazyReference<LoopExecutor>()
@@ -119,26 +126,34 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
             queue.append(work)
             return queue.count == 1
         }
-        // One write per batch: the loop takes the whole queue when it wakes.
-        if wake { _ = eventfd_write(descriptor, 1) }
+        // One write per batch: the loop takes the whole queue when it wakes. None while the loop's thread drains
+        // the queue (`draining` is read only there): it takes this work in its next round.
+        if wake && !(isCurrent && draining) { _ = eventfd_write(descriptor, 1) }
     }
 
-    /// Runs the work queued now; work queued meanwhile waits for the next turn of the loop.
+    /// Runs the work queued now, then what it queued, for up to ``roundsPerWakeUp`` rounds; work left then waits
+    /// for the next turn of the loop, after its other sources.
     private func runQueued() {
         var count: eventfd_t = 0
         _ = eventfd_read(descriptor, &count)
-        let batch = queue.withLock { queue in
-            defer { queue.removeAll(keepingCapacity: true) }
-            return queue
-        }
-        for work in batch {
-            switch work {
-            case .job(let job):
-                job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
-            case .closure(let body):
-                body()
+        draining = true
+        defer { draining = false }
+        for _ in 0..<Self.roundsPerWakeUp {
+            let batch = queue.withLock { queue in
+                defer { queue.removeAll(keepingCapacity: true) }
+                return queue
+            }
+            guard !batch.isEmpty else { return }
+            for work in batch {
+                switch work {
+                case .job(let job):
+                    job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+                case .closure(let body):
+                    body()
+                }
             }
         }
+        if queue.withLock({ !$0.isEmpty }) { _ = eventfd_write(descriptor, 1) }
     }
 }
 

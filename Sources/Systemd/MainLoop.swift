@@ -117,6 +117,13 @@ public final class MainLoop {
         sd_event_exit(event, status)
     }
 
+    /// How many times the loop has waited and dispatched (sd-event's iteration count): a turn of the loop.
+    public var iteration: UInt64 {
+        var iteration: UInt64 = 0
+        _ = sd_event_get_iteration(event, &iteration)
+        return iteration
+    }
+
     /// Runs the loop on the calling thread until ``exit(_:)``.
     ///
     /// - Returns: The status given to ``exit(_:)``.

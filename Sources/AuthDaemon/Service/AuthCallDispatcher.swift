@@ -90,7 +90,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let (generation, jwt) = try await mapped { () async throws(AuthServiceError) in
                 try await service.setToken(parameters.token.value, for: group)
             }
-            logTokenSet(group, generation, jwt, caller)
+            // The reply first: the caller waits for it, not for the operator's log line (which follows even when
+            // the reply cannot be sent, as the token is set).
+            defer { logTokenSet(group, generation, jwt, caller) }
             try replies.send(
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+import Synchronization
+import Systemd
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The loop's executor: work that work queues runs in the same turn of the loop, within a bound that keeps the
+/// loop's other sources served.
+@Suite("The loop's executor")
+struct LoopExecutorTests {
+    /// A call's hops (a task to an actor and back) are jobs that each queue the next: they run in one turn, not
+    /// one turn each with a write, a wait and a read of the executor's descriptor between them.
+    @Test func workQueuedByWorkRunsInTheSameTurn() throws {
+        let loop = try MainLoop()
+        let executor = try LoopExecutor()
+        try executor.attach(to: loop)
+        let bound = LoopBound(loop, executor: executor)
+        let turns = Mutex<[UInt64]>([])
+        let hops = LoopExecutor.roundsPerWakeUp - 1
+        @Sendable func hop(_ left: Int) {
+            turns.withLock { $0.append(bound.value.iteration) }
+            if left == 0 { return bound.value.exit(0) }
+            executor.execute { hop(left - 1) }
+        }
+        executor.execute { hop(hops) }
+        #expect(try loop.run() == 0)
+        let seen = turns.withLock { $0 }
+        #expect(seen.count == hops + 1)
+        #expect(Set(seen).count == 1, "turns: \(seen)")
+    }
+
+    /// Work that keeps queuing more is cut off after a bounded number of rounds, and the loop serves a descriptor
+    /// that became readable meanwhile.
+    @Test func workThatKeepsQueuingCannotStarveTheLoop() throws {
+        let loop = try MainLoop()
+        let executor = try LoopExecutor()
+        try executor.attach(to: loop)
+        let bound = LoopBound(loop, executor: executor)
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        let runs = Atomic<Int>(0)
+        @Sendable func again() {
+            // A drain that never ends would reach this: the test fails rather than hangs.
+            if runs.add(1, ordering: .relaxed).newValue == 100_000 { return bound.value.exit(1) }
+            executor.execute { again() }
+        }
+        executor.execute { again() }
+        var byte: UInt8 = 1
+        #expect(write(ends[1], &byte, 1) == 1)
+        let source = try loop.onReadable(ends[0]) { loop.exit(0) }
+        defer { source.cancel() }
+        #expect(try loop.run() == 0)
+        #expect(runs.load(ordering: .relaxed) <= 2 * LoopExecutor.roundsPerWakeUp)
+    }
+}
