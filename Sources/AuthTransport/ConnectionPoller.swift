@@ -6,21 +6,30 @@ import Systemd
     import Glibc
 #endif
 
-/// The connections' readiness, gathered in one epoll set that is itself one I/O source of the loop.
+/// Watches the connections' sockets for the loop: the first ``directLimit`` each as a source of the loop, as
+/// sd-varlink watches its connections, the others gathered in one epoll set that is itself one source.
 ///
 /// sd-event re-polls with `epoll_wait(…, 0)` before dispatching each pending source and walks every ready
 /// descriptor each time: with one source per connection, a turn in which N connections are ready costs N² events
-/// (measured: 32 busy clients got 0.5x the floor's GetTokens per second, 128 clients 0.2x). Here one dispatch of
-/// the loop serves up to ``batch`` ready connections, each once, and the loop polls its other sources (signals,
-/// timers, the bus, the executor) between two batches.
+/// (measured: 32 busy clients got 0.5x the floor's GetTokens per second, 128 clients 0.2x). The set's one dispatch
+/// serves up to ``batch`` ready connections, each once, and the loop polls its other sources (signals, timers, the
+/// bus, the executor) between two batches; but reaching a connection through it costs a second `epoll_wait` and
+/// a second wake-up in the kernel. So a connection is a source of its own while fewer than ``directLimit`` are,
+/// which bounds the re-polling to that many, and joins the set otherwise: where it is watched is decided once,
+/// when it is added.
 ///
 /// Confined to the loop's thread, as the connections are (see ``ServerConnection``): its properties are
 /// `@exclusivity(unchecked)`.
 final class ConnectionPoller {
     /// The most connections one dispatch serves.
     static let batch = 64
+    /// The most connections watched as sources of their own.
+    static let directLimit = 8
 
+    private unowned let loop: MainLoop
     private let descriptor: Int32
+    /// The connections watched as sources of the loop, with their sources.
+    @exclusivity(unchecked) private var direct: [ObjectIdentifier: EventSource] = [:]
     @exclusivity(unchecked) private var source: EventSource?
     /// The connections watched, each in a slot whose index and the connection's identity are its events' data.
     @exclusivity(unchecked) private var slots: [ServerConnection?] = []
@@ -32,6 +41,7 @@ final class ConnectionPoller {
 
     /// An empty set, watched by `loop`.
     init(loop: MainLoop) throws(VarlinkServerError) {
+        self.loop = loop
         descriptor = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard descriptor >= 0 else {
             throw VarlinkServerError(message: "cannot create an epoll set: \(String(cString: strerror(errno)))")
@@ -51,6 +61,16 @@ final class ConnectionPoller {
 
     /// Watches `connection`'s socket for `events` (EPOLLHUP and EPOLLERR always).
     func add(_ connection: ServerConnection, events: UInt32) throws(VarlinkServerError) {
+        if direct.count < Self.directLimit {
+            do {
+                direct[ObjectIdentifier(connection)] = try loop.watch(connection.descriptor, events: events) {
+                    [unowned connection] in connection.ready($0)
+                }
+                return
+            } catch {
+                throw VarlinkServerError(message: "cannot watch a connection: \(error)")
+            }
+        }
         let slot = freeSlots.popLast() ?? slots.count
         var event = epoll_event(events: events, data: epoll_data_t(u64: Self.data(slot, connection)))
         guard epoll_ctl(descriptor, EPOLL_CTL_ADD, connection.descriptor, &event) == 0 else {
@@ -63,6 +83,7 @@ final class ConnectionPoller {
 
     /// Changes what `connection`'s socket is watched for.
     func modify(_ connection: ServerConnection, events: UInt32) {
+        if let source = direct[ObjectIdentifier(connection)] { return source.setEvents(events) }
         guard let slot = slotOf[ObjectIdentifier(connection)] else { return }
         var event = epoll_event(events: events, data: epoll_data_t(u64: Self.data(slot, connection)))
         _ = epoll_ctl(descriptor, EPOLL_CTL_MOD, connection.descriptor, &event)
@@ -70,6 +91,7 @@ final class ConnectionPoller {
 
     /// Stops watching `connection`; call it before its socket is closed.
     func remove(_ connection: ServerConnection) {
+        if let source = direct.removeValue(forKey: ObjectIdentifier(connection)) { return source.cancel() }
         var unused = epoll_event()
         _ = epoll_ctl(descriptor, EPOLL_CTL_DEL, connection.descriptor, &unused)
         guard let slot = slotOf.removeValue(forKey: ObjectIdentifier(connection)) else { return }

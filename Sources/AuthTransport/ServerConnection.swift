@@ -29,7 +29,8 @@ struct ConnectionLimits: Sendable {
 }
 
 /// One accepted connection, on the loop's thread: its socket is watched through the server's
-/// ``ConnectionPoller`` (one source of the loop for all connections), its timeouts are one timer of the loop.
+/// ``ConnectionPoller`` (a source of the loop of its own, or one in the poller's set), its timeouts are one timer
+/// of the loop.
 ///
 /// Inbound, it splits the byte stream into messages (bounded) and takes them in order: a call that the handler
 /// answers at once (``VarlinkCallHandler/answerImmediately(_:from:)``) is answered in the same turn, when nothing

@@ -10,7 +10,8 @@ import Systemd
 #endif
 
 /// Serves Varlink on a Unix stream socket, as sources of one sd-event loop (``MainLoop``): the listening socket
-/// is an I/O source of it, the connections' sockets another (``ConnectionPoller``), their timers are its timers, and the calls that cannot be
+/// is an I/O source of it, so are the connections' sockets (through ``ConnectionPoller``: the first few each a
+/// source, the others in one epoll set), their timers are its timers, and the calls that cannot be
 /// answered at once run in tasks on the loop's ``LoopExecutor``. Nothing here is `Sendable` or locked: it all
 /// lives on the loop's thread, as sd-varlink's server does.
 ///

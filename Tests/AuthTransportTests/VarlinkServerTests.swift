@@ -168,10 +168,16 @@ struct VarlinkServerTests {
         }
     }
 
-    @Test func aClientThatDoesNotReadIsDroppedAndOthersGoOn() async throws {
+    /// With no other connection the flooded one is a source of the loop of its own; behind
+    /// `ConnectionPoller.directLimit` idle ones it is watched through the poller's epoll set: both ways drop it.
+    @Test(arguments: [0, ConnectionPoller.directLimit])
+    func aClientThatDoesNotReadIsDroppedAndOthersGoOn(idleBefore: Int) async throws {
         let handler = TestHandler()
         try await ServerFixture.with(ServerSettings(maximumPendingOutput: 256 * 1024), handler: handler) {
             fixture in
+            let idle = try (0..<idleBefore).map { _ in try UnixClient(path: fixture.path) }
+            defer { for client in idle { client.close() } }
+            #expect(try await fixture.waitForConnections(idleBefore))
             let flooded = try UnixClient(path: fixture.path)
             defer { flooded.close() }
             try await offPool { [flooded] in try flooded.send(#"{"method":"test.Flood","more":true}"#) }
@@ -182,7 +188,7 @@ struct VarlinkServerTests {
             defer { other.close() }
             let reply = try await offPool { [other] in try other.exchange(#"{"method":"test.Peer"}"#) }
             #expect(reply.contains("uid"))
-            #expect(try await fixture.waitForConnections(1))
+            #expect(try await fixture.waitForConnections(idleBefore + 1))
         }
     }
 
