@@ -26,14 +26,35 @@ struct DurabilityBenchmark {
         let duration = settings.pick(full: 3.0, brief: 0.3)
         let exp = Int(Date().timeIntervalSince1970) + 3600
         let tokens = (0..<64).map { BenchToken.make(exp: exp, customer: $0) }
+        // The same writes through a C server shaped as the daemon (a loop thread, writer threads), when there is a
+        // C compiler: what the client/server shape costs, apart from what the daemon does in it.
+        let shapedSocket = daemon.directory + "/durable.socket"
+        let shapedDirectory = try settings.scratch.folder("durability-shaped", onDisk: true)
+        let shaped = try ClientBenchmark.compileC(
+            "c-durable-server", PackageResources.c_durable_server_c, into: daemon.directory
+        ).map {
+            try FloorServer.start(
+                $0, [shapedSocket, shapedDirectory, "64", "\(StoreWriters.defaultThreadCount)"],
+                listeningOn: shapedSocket)
+        }
+        defer { shaped?.terminate() }
         for clients in [1, 8] {
+            let name = "\(clients) client\(clients == 1 ? "" : "s")"
             let floorRate = Self.floorRate(floorDirectory, threads: clients, seconds: duration)
             let daemonRate = try Self.setRate(daemon.socketPath, tokens, clients: clients, seconds: duration)
             report.add(
                 .init(
-                    measure: "SetToken/s on disk (fsync), \(clients) client\(clients == 1 ? "" : "s")",
+                    measure: "SetToken/s on disk (fsync), \(name)",
                     value: ThroughputBenchmark.format(daemonRate), baseline: ThroughputBenchmark.format(floorRate),
-                    ratio: ratio(daemonRate, floorRate)))
+                    ratio: ratio(daemonRate, floorRate), goal: clients == 1 ? ">= 0.8x" : ">= 1x",
+                    met: daemonRate >= (clients == 1 ? 0.8 : 1) * floorRate))
+            guard shaped != nil else { continue }
+            let shapedRate = try Self.setRate(shapedSocket, tokens, clients: clients, seconds: duration)
+            report.add(
+                .init(
+                    measure: "Durable writes/s through a C server shaped as the daemon (c-durable-server), \(name)",
+                    value: ThroughputBenchmark.format(shapedRate), baseline: ThroughputBenchmark.format(floorRate),
+                    ratio: ratio(shapedRate, floorRate)))
         }
         let writers = 8
         let floorRate = Self.floorRate(floorDirectory, threads: writers, seconds: duration)

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// The durability anchor shaped as the daemon is: one thread waits on epoll for the clients, hands each NUL-ended
+// message to a pool of writer threads, which write it durably as the daemon's store does (a temporary file,
+// fsync, rename over the connection's record, fsync of the directory), and answers with a canned reply of
+// REPLY_SIZE bytes once its writer is done (an eventfd). It parses, checks and seals nothing: beside the
+// durability floor (the file operations alone, in the benchmark's own threads), it is what a client/server
+// shape costs, with its wake-ups between threads. authd-bench compiles it with `cc -O2` at run time.
+//
+// Usage: c-durable-server SOCKET DIRECTORY REPLY_SIZE WRITERS
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#define MAX_JOBS 1024
+
+static const char *directory;
+static int directory_fd;
+static int done_fd;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int todo[MAX_JOBS], todo_count;  // connections whose message waits for a writer
+static int done[MAX_JOBS], done_count;  // connections whose message is written
+
+static void write_durably(int connection) {
+    static const char record[600] = {0x5a};
+    char temporary[4200], final[4200];
+    snprintf(temporary, sizeof temporary, "%s/.t%d", directory, connection);
+    snprintf(final, sizeof final, "%s/r%d", directory, connection);
+    int file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (file < 0) return;
+    if (write(file, record, sizeof record) < 0) perror("c-durable-server: write");
+    fsync(file);
+    close(file);
+    rename(temporary, final);
+    fsync(directory_fd);
+}
+
+static void *writer(void *unused) {
+    (void)unused;
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        while (todo_count == 0) pthread_cond_wait(&wake, &lock);
+        int connection = todo[--todo_count];
+        pthread_mutex_unlock(&lock);
+        write_durably(connection);
+        pthread_mutex_lock(&lock);
+        done[done_count++] = connection;
+        pthread_mutex_unlock(&lock);
+        uint64_t one = 1;
+        if (write(done_fd, &one, sizeof one) < 0) perror("c-durable-server: eventfd");
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: c-durable-server SOCKET DIRECTORY REPLY_SIZE WRITERS\n");
+        return 2;
+    }
+    directory = argv[2];
+    directory_fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    size_t size = (size_t)atol(argv[3]);
+    int writers = atoi(argv[4]);
+    char *reply = malloc(size + 1);
+    if (directory_fd < 0 || !reply || writers < 1) return 1;
+    memset(reply, 'x', size);
+    reply[size] = 0;
+
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    if (strlen(argv[1]) >= sizeof address.sun_path) return 1;
+    strcpy(address.sun_path, argv[1]);
+    unlink(argv[1]);
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 128) != 0) {
+        perror("c-durable-server: listen");
+        return 1;
+    }
+    done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int loop = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event event = {.events = EPOLLIN, .data.fd = listener};
+    epoll_ctl(loop, EPOLL_CTL_ADD, listener, &event);
+    struct epoll_event finished = {.events = EPOLLIN, .data.fd = done_fd};
+    epoll_ctl(loop, EPOLL_CTL_ADD, done_fd, &finished);
+    for (int i = 0; i < writers; i++) {
+        pthread_t thread;
+        pthread_create(&thread, NULL, writer, NULL);
+    }
+
+    static char buffer[64 * 1024];
+    for (;;) {
+        struct epoll_event ready[64];
+        int count = epoll_wait(loop, ready, 64, -1);
+        for (int i = 0; i < count; i++) {
+            int fd = ready[i].data.fd;
+            if (fd == listener) {
+                int connection = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (connection < 0) continue;
+                struct epoll_event added = {.events = EPOLLIN, .data.fd = connection};
+                epoll_ctl(loop, EPOLL_CTL_ADD, connection, &added);
+            } else if (fd == done_fd) {
+                uint64_t value;
+                if (read(done_fd, &value, sizeof value) < 0) continue;
+                pthread_mutex_lock(&lock);
+                int answered[MAX_JOBS], n = done_count;
+                memcpy(answered, done, sizeof(int) * (size_t)n);
+                done_count = 0;
+                pthread_mutex_unlock(&lock);
+                for (int j = 0; j < n; j++) {
+                    if (write(answered[j], reply, size + 1) != (ssize_t)(size + 1)) close(answered[j]);
+                }
+            } else {
+                ssize_t got = read(fd, buffer, sizeof buffer);
+                if (got <= 0) {
+                    close(fd);
+                    continue;
+                }
+                // One write for each message that ends in what was read (the benchmark's calls come one at a time).
+                for (ssize_t at = 0; at < got; at++) {
+                    if (buffer[at] != 0) continue;
+                    pthread_mutex_lock(&lock);
+                    if (todo_count < MAX_JOBS) todo[todo_count++] = fd;
+                    pthread_cond_signal(&wake);
+                    pthread_mutex_unlock(&lock);
+                }
+            }
+        }
+    }
+}
