@@ -29,6 +29,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private let logger: Logger
     /// The connections that were granted a refresh claim, so that only their closing goes to the service.
     private let claimants = Claimants()
+    /// Each connection's caller's unit for the operator's log lines, looked up once per connection (two reads of
+    /// /proc): a connection's peer is one process.
+    private let callerUnits = CallerUnits()
     /// One "Permission denied" line per user per interval, with a count: a flood of refused calls must not
     /// become a flood of log lines.
     private let deniedLog = LogThrottle()
@@ -49,7 +52,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     /// Handles one call of the `com.exponea.Auth` interface, as made on a connection of its own (a claim it
     /// is granted lasts until its lease ends).
     public func handle(_ call: VarlinkCall, from caller: Caller, replies: VarlinkReplies) async {
-        await handle(call, from: caller, connection: .next(), replies: replies)
+        let connection = VarlinkConnectionID.next()
+        await handle(call, from: caller, connection: connection, replies: replies)
+        callerUnits.forget(connection)
     }
 
     /// Handles one call of the `com.exponea.Auth` interface made on `connection`. A `oneway` call runs and
@@ -75,6 +80,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
     /// The refresh claims `connection` holds end with it (the app exited or crashed inside its fetch).
     public func connectionClosed(_ connection: VarlinkConnectionID) async {
+        callerUnits.forget(connection)
         guard claimants.remove(connection) else { return }
         await service.connectionClosed(connection.rawValue)
     }
@@ -92,7 +98,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             }
             // The reply first: the caller waits for it, not for the operator's log line (which follows even when
             // the reply cannot be sent, as the token is set).
-            defer { logTokenSet(group, generation, jwt, caller) }
+            defer { logTokenSet(group, generation, jwt, caller, connection) }
             try replies.send(
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 
@@ -142,7 +148,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let generation = try await mapped { () async throws(AuthServiceError) in
                 try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
             }
-            if parameters.token != nil { logTokenSet(group, generation, service.token(for: group).token, caller) }
+            if parameters.token != nil {
+                logTokenSet(group, generation, service.token(for: group).token, caller, connection)
+            }
             try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
         case .anonymize, .stopIntegration:
@@ -151,7 +159,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             let result = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: cause)
             }
-            logCleared(group, cause, caller)
+            logCleared(group, cause, caller, connection)
             try replies.send(VarlinkReplyEncoder.reply(result))
 
         case .clearLocalCustomerData:
@@ -160,7 +168,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             _ = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: .clearLocalCustomerData)
             }
-            logCleared(group, .clearLocalCustomerData, caller)
+            logCleared(group, .clearLocalCustomerData, caller, connection)
             try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .subscribe:
@@ -291,27 +299,36 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// The operator's "Token set": which group, at which generation, by whom (never the token).
-    private func logTokenSet(_ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller) {
-        var metadata = operatorMetadata(.tokenSet, group, generation: generation, caller: caller)
+    private func logTokenSet(
+        _ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller, _ connection: VarlinkConnectionID
+    ) {
+        var metadata = operatorMetadata(
+            .tokenSet, group, generation: generation, caller: caller, connection: connection)
         metadata["state"] = "\(TokenState(jwt, at: Date()))"
         logger.info("Token set", metadata: metadata)
     }
 
     /// The operator's "Cleared app group": which group, why, by whom.
-    private func logCleared(_ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller) {
+    private func logCleared(
+        _ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller, _ connection: VarlinkConnectionID
+    ) {
         logger.notice(
-            "Cleared app group", metadata: operatorMetadata(.cleared, group, reason: cause.rawValue, caller: caller))
+            "Cleared app group",
+            metadata: operatorMetadata(
+                .cleared, group, reason: cause.rawValue, caller: caller, connection: connection))
     }
 
     /// An operator event's metadata about a call: the event's fields and the caller's, with the caller's unit when
-    /// the daemon may see its process.
+    /// the daemon may see its process (looked up once for `connection`'s calls).
     private func operatorMetadata(
-        _ event: OperatorEvent, _ group: AppGroup, generation: UInt64? = nil, reason: String? = nil, caller: Caller
+        _ event: OperatorEvent, _ group: AppGroup, generation: UInt64? = nil, reason: String? = nil, caller: Caller,
+        connection: VarlinkConnectionID? = nil
     ) -> Logger.Metadata {
         var metadata = event.metadata(
             group: group.name, generation: generation, reason: reason, callerUID: caller.uid, callerPID: caller.pid
         ) { Logger.MetadataValue.string($0) }
-        if let unit = ProcessUnit.of(caller.pid) { metadata["caller_unit"] = "\(unit)" }
+        let unit = connection.map { callerUnits.unit(of: caller.pid, on: $0) } ?? ProcessUnit.of(caller.pid)
+        if let unit { metadata["caller_unit"] = "\(unit)" }
         return metadata
     }
 
@@ -341,4 +358,19 @@ private final class Claimants: Sendable {
     func remove(_ connection: VarlinkConnectionID) -> Bool {
         connections.withLock { $0.remove(connection) != nil }
     }
+}
+
+/// The unit of each connection's caller, looked up at the first operator event of the connection and forgotten
+/// when it closes (a connection ends by `connectionClosed` whenever a call of it ran, and only such calls log).
+private final class CallerUnits: Sendable {
+    private let units = Mutex<[VarlinkConnectionID: String?]>([:])
+
+    func unit(of pid: Int32, on connection: VarlinkConnectionID) -> String? {
+        if let known = units.withLock({ $0[connection] }) { return known }
+        let unit = ProcessUnit.of(pid)
+        units.withLock { $0[connection] = unit }
+        return unit
+    }
+
+    func forget(_ connection: VarlinkConnectionID) { _ = units.withLock { $0.removeValue(forKey: connection) } }
 }
