@@ -219,10 +219,13 @@ struct ClientBenchmark {
         return binary
     }
 
-    /// Writes `name`.c into `folder`, with the header the C clients share (`Resources/bench-client.h`).
+    /// Writes `name`.c into `folder`, with the headers the C clients and the C servers share
+    /// (`Resources/bench-client.h`, `Resources/bench-server.h`).
     static func writeClientSources(_ name: String, _ source: [UInt8], into folder: String) -> Bool {
         FileManager.default.createFile(
             atPath: folder + "/bench-client.h", contents: Data(PackageResources.bench_client_h))
+            && FileManager.default.createFile(
+                atPath: folder + "/bench-server.h", contents: Data(PackageResources.bench_server_h))
             && FileManager.default.createFile(atPath: folder + "/\(name).c", contents: Data(source))
     }
 

@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "bench-server.h"
+
 #define MAX_JOBS 1024
 
 static const char *directory;
@@ -75,19 +77,10 @@ int main(int argc, char **argv) {
     memset(reply, 'x', size);
     reply[size] = 0;
 
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    if (strlen(argv[1]) >= sizeof address.sun_path) return 1;
-    strcpy(address.sun_path, argv[1]);
-    unlink(argv[1]);
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 128) != 0) {
-        perror("c-durable-server: listen");
-        return 1;
-    }
+    int listener;
+    int loop = listen_in_epoll("c-durable-server", argv[1], &listener);
+    if (loop < 0) return 1;
     done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    int loop = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event event = {.events = EPOLLIN, .data.fd = listener};
-    epoll_ctl(loop, EPOLL_CTL_ADD, listener, &event);
     struct epoll_event finished = {.events = EPOLLIN, .data.fd = done_fd};
     epoll_ctl(loop, EPOLL_CTL_ADD, done_fd, &finished);
     for (int i = 0; i < writers; i++) {

@@ -5,6 +5,7 @@
 // `cc -O2` at run time, beside the blocking floor server (a thread per connection, no epoll).
 //
 // Usage: c-epoll-server SOCKET REPLY_SIZE
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+
+#include "bench-server.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) {
@@ -24,18 +27,9 @@ int main(int argc, char **argv) {
     memset(reply, 'x', size);
     reply[size] = 0;
 
-    struct sockaddr_un address = {.sun_family = AF_UNIX};
-    if (strlen(argv[1]) >= sizeof address.sun_path) return 1;
-    strcpy(address.sun_path, argv[1]);
-    unlink(argv[1]);
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0 || listen(listener, 128) != 0) {
-        perror("c-epoll-server: listen");
-        return 1;
-    }
-    int loop = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event event = {.events = EPOLLIN, .data.fd = listener};
-    epoll_ctl(loop, EPOLL_CTL_ADD, listener, &event);
+    int listener;
+    int loop = listen_in_epoll("c-epoll-server", argv[1], &listener);
+    if (loop < 0) return 1;
 
     static char buffer[64 * 1024];
     for (;;) {
