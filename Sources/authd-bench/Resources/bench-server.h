@@ -24,3 +24,11 @@ static int listen_in_epoll(const char *name, const char *path, int *listener) {
     epoll_ctl(loop, EPOLL_CTL_ADD, *listener, &event);
     return loop;
 }
+
+/* Takes on a waiting connection, watched for input in `loop`. */
+static void accept_into_epoll(int loop, int listener) {
+    int connection = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (connection < 0) return;
+    struct epoll_event added = {.events = EPOLLIN, .data.fd = connection};
+    epoll_ctl(loop, EPOLL_CTL_ADD, connection, &added);
+}

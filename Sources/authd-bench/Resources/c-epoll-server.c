@@ -38,10 +38,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < count; i++) {
             int fd = ready[i].data.fd;
             if (fd == listener) {
-                int connection = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-                if (connection < 0) continue;
-                struct epoll_event added = {.events = EPOLLIN, .data.fd = connection};
-                epoll_ctl(loop, EPOLL_CTL_ADD, connection, &added);
+                accept_into_epoll(loop, listener);
                 continue;
             }
             ssize_t got = read(fd, buffer, sizeof buffer);
