@@ -65,24 +65,7 @@ public struct VarlinkCall: Sendable {
                     } else {
                         method = nil
                     }
-                case "parameters":
-                    let start = value.position
-                    lone = nil
-                    if value.isObject {
-                        var count = 0
-                        try value.members { name, member throws(JSONSyntaxError) in
-                            count += 1
-                            if let string = member.plainString() {
-                                lone = name.place(in: bytes).map { (name: $0, value: string) }
-                            } else {
-                                _ = try member.skip()
-                            }
-                        }
-                        if count != 1 { lone = nil }
-                    } else {
-                        _ = try value.skip()
-                    }
-                    parameters = bytes[start] == UInt8(ascii: "n") ? nil : start..<value.position
+                case "parameters": (parameters, lone) = try Self.place(ofParameters: &value, in: bytes)
                 case "oneway": oneway = try value.value()
                 case "more": more = try value.value()
                 case "upgrade": upgrade = try value.value()
@@ -105,6 +88,30 @@ public struct VarlinkCall: Sendable {
         self.upgrade = try flag(upgrade)
         self.parameterBytes = parameters
         self.loneString = lone
+    }
+
+    /// Where the parameters lie in `message` (nil for null), and their lone member when it and its value are
+    /// strings with no escape; checked as JSON, decoded not at all.
+    private static func place(ofParameters value: inout JSONValueReader, in message: UnsafeBufferPointer<UInt8>)
+        throws(JSONSyntaxError) -> (parameters: Range<Int>?, lone: (name: Range<Int>, value: Range<Int>)?)
+    {
+        let start = value.position
+        var lone: (name: Range<Int>, value: Range<Int>)?
+        if value.isObject {
+            var count = 0
+            try value.members { name, member throws(JSONSyntaxError) in
+                count += 1
+                if let string = member.plainString() {
+                    lone = name.place(in: message).map { (name: $0, value: string) }
+                } else {
+                    _ = try member.skip()
+                }
+            }
+            if count != 1 { lone = nil }
+        } else {
+            _ = try value.skip()
+        }
+        return (message[start] == UInt8(ascii: "n") ? nil : start..<value.position, lone)
     }
 
     /// The fully qualified method, such as `com.exponea.Auth.GetToken`.
@@ -141,7 +148,6 @@ public struct VarlinkCall: Sendable {
     ///   parameter when there is one (as ``parameters(_:)`` does), or `parameters` when the parameters are not
     ///   an object.
     public func stringParameter(_ name: StaticString) throws(VarlinkError) -> String {
-        guard let parameterBytes else { throw .invalidParameter(name.description) }
         if let loneString, loneString.name.count == name.utf8CodeUnitCount,
             message.withUnsafeBufferPointer({
                 loneString.name.isEmpty
@@ -150,32 +156,10 @@ public struct VarlinkCall: Sendable {
         {
             return String(decoding: message[loneString.value], as: UTF8.self)
         }
-        var value: String?
-        var isObject = true
-        var unknown: String?
-        message.withUnsafeBufferPointer { message in
-            // Checked when the call was read: this cannot fail.
-            try? JSONValue.read(UnsafeBufferPointer(rebasing: message[parameterBytes]), keepingNumbersOutOfRange: true)
-            {
-                parameters throws(JSONSyntaxError) in
-                guard parameters.isObject else {
-                    isObject = false
-                    return
-                }
-                try parameters.members { member, reader throws(JSONSyntaxError) in
-                    if name ~= member {
-                        // The last of a name counts, as it does for every other parameter.
-                        if case .string(let string) = try reader.value() { value = string } else { value = nil }
-                    } else {
-                        let other = member.string
-                        if unknown.map({ other < $0 }) ?? true { unknown = other }
-                    }
-                }
-            }
-        }
-        guard isObject else { throw .invalidParameter("parameters") }
-        guard let value else { throw .invalidParameter(name.description) }
-        if let unknown { throw .invalidParameter(unknown) }
+        // Escapes, or other members: as the parameters decode.
+        let members = try parameterMembers()
+        guard case .string(let value)? = members[name.description] else { throw .invalidParameter(name.description) }
+        if let unknown = members.keys.filter({ $0 != name.description }).min() { throw .invalidParameter(unknown) }
         return value
     }
 
@@ -194,14 +178,7 @@ public struct VarlinkCall: Sendable {
     /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming the first parameter that is missing, of the wrong
     ///   type or range, or unknown; `parameters` when the parameters are not an object.
     public func parameters<Parameters: Decodable>(_ type: Parameters.Type) throws(VarlinkError) -> Parameters {
-        var members: [String: JSONValue] = [:]
-        if let parameterBytes {
-            guard
-                case .object(let object)? = try? JSONValue(
-                    parsing: message[parameterBytes], keepingNumbersOutOfRange: true)
-            else { throw .invalidParameter("parameters") }
-            members = object
-        }
+        let members = try parameterMembers()
         do {
             return try ParameterDecoder.decode(type, from: members)
         } catch {
@@ -210,6 +187,20 @@ public struct VarlinkCall: Sendable {
             case .unknown(let name): throw .invalidParameter(name)
             }
         }
+    }
+}
+
+extension VarlinkCall {
+    /// The parameters' members, parsed from the message (checked when the call was read); none without parameters.
+    ///
+    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming `parameters` when they are not an object.
+    private func parameterMembers() throws(VarlinkError) -> [String: JSONValue] {
+        guard let parameterBytes else { return [:] }
+        guard
+            case .object(let members)? = try? JSONValue(
+                parsing: message[parameterBytes], keepingNumbersOutOfRange: true)
+        else { throw .invalidParameter("parameters") }
+        return members
     }
 }
 
