@@ -21,6 +21,14 @@ import Systemd
 /// Confined to the loop's thread, as the connections are (see ``ServerConnection``): its properties are
 /// `@exclusivity(unchecked)`.
 final class ConnectionPoller {
+    /// How one connection is watched.
+    private enum Watch {
+        /// As a source of the loop of its own.
+        case source(EventSource)
+        /// In the epoll set, at this slot.
+        case slot(Int)
+    }
+
     /// The most connections one dispatch serves.
     static let batch = 64
     /// The most connections watched as sources of their own.
@@ -28,15 +36,15 @@ final class ConnectionPoller {
 
     private unowned let loop: MainLoop
     private let descriptor: Int32
-    /// The connections watched as sources of the loop, with their sources.
-    @exclusivity(unchecked) private var direct: [ObjectIdentifier: EventSource] = [:]
     @exclusivity(unchecked) private var source: EventSource?
-    /// The connections watched, each in a slot whose index and the connection's identity are its events' data.
+    /// How each connection is watched.
+    @exclusivity(unchecked) private var watches: [ObjectIdentifier: Watch] = [:]
+    /// How many connections are sources of their own.
+    @exclusivity(unchecked) private var ownSources = 0
+    /// The connections in the set, each in a slot whose index and the connection's identity are its events' data.
     @exclusivity(unchecked) private var slots: [ServerConnection?] = []
     /// Slots left empty by connections that closed.
     @exclusivity(unchecked) private var freeSlots: [Int] = []
-    /// Each connection's slot.
-    @exclusivity(unchecked) private var slotOf: [ObjectIdentifier: Int] = [:]
     @exclusivity(unchecked) private var ready = [epoll_event](repeating: epoll_event(), count: ConnectionPoller.batch)
 
     /// An empty set, watched by `loop`.
@@ -61,11 +69,13 @@ final class ConnectionPoller {
 
     /// Watches `connection`'s socket for `events` (EPOLLHUP and EPOLLERR always).
     func add(_ connection: ServerConnection, events: UInt32) throws(VarlinkServerError) {
-        if direct.count < Self.directLimit {
+        if ownSources < Self.directLimit {
             do {
-                direct[ObjectIdentifier(connection)] = try loop.watch(connection.descriptor, events: events) {
+                let source = try loop.watch(connection.descriptor, events: events) {
                     [unowned connection] in connection.ready($0)
                 }
+                watches[ObjectIdentifier(connection)] = .source(source)
+                ownSources += 1
                 return
             } catch {
                 throw VarlinkServerError(message: "cannot watch a connection: \(error)")
@@ -78,25 +88,33 @@ final class ConnectionPoller {
             throw VarlinkServerError(message: "cannot watch a connection: \(String(cString: strerror(errno)))")
         }
         if slot == slots.count { slots.append(connection) } else { slots[slot] = connection }
-        slotOf[ObjectIdentifier(connection)] = slot
+        watches[ObjectIdentifier(connection)] = .slot(slot)
     }
 
     /// Changes what `connection`'s socket is watched for.
     func modify(_ connection: ServerConnection, events: UInt32) {
-        if let source = direct[ObjectIdentifier(connection)] { return source.setEvents(events) }
-        guard let slot = slotOf[ObjectIdentifier(connection)] else { return }
-        var event = epoll_event(events: events, data: epoll_data_t(u64: Self.data(slot, connection)))
-        _ = epoll_ctl(descriptor, EPOLL_CTL_MOD, connection.descriptor, &event)
+        switch watches[ObjectIdentifier(connection)] {
+        case .source(let source)?: source.setEvents(events)
+        case .slot(let slot)?:
+            var event = epoll_event(events: events, data: epoll_data_t(u64: Self.data(slot, connection)))
+            _ = epoll_ctl(descriptor, EPOLL_CTL_MOD, connection.descriptor, &event)
+        case nil: break
+        }
     }
 
     /// Stops watching `connection`; call it before its socket is closed.
     func remove(_ connection: ServerConnection) {
-        if let source = direct.removeValue(forKey: ObjectIdentifier(connection)) { return source.cancel() }
-        var unused = epoll_event()
-        _ = epoll_ctl(descriptor, EPOLL_CTL_DEL, connection.descriptor, &unused)
-        guard let slot = slotOf.removeValue(forKey: ObjectIdentifier(connection)) else { return }
-        slots[slot] = nil
-        freeSlots.append(slot)
+        switch watches.removeValue(forKey: ObjectIdentifier(connection)) {
+        case .source(let source)?:
+            source.cancel()
+            ownSources -= 1
+        case .slot(let slot)?:
+            var unused = epoll_event()
+            _ = epoll_ctl(descriptor, EPOLL_CTL_DEL, connection.descriptor, &unused)
+            slots[slot] = nil
+            freeSlots.append(slot)
+        case nil: break
+        }
     }
 
     /// An event's data: the slot in the low half, the connection's identity (its low half) in the high half, so
