@@ -27,6 +27,8 @@
 static const char *directory;
 static int directory_fd;
 static int done_fd;
+static char *reply;
+static size_t size;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int todo[MAX_JOBS], todo_count;  // connections whose message waits for a writer
@@ -63,6 +65,29 @@ static void *writer(void *unused) {
     return NULL;
 }
 
+/* Hands one message to a writer. */
+static int hand_over(int fd) {
+    pthread_mutex_lock(&lock);
+    if (todo_count < MAX_JOBS) todo[todo_count++] = fd;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+/* Answers the messages the writers are done with. */
+static void answer_written(int fd) {
+    uint64_t value;
+    if (read(fd, &value, sizeof value) < 0) return;
+    pthread_mutex_lock(&lock);
+    int answered[MAX_JOBS], count = done_count;
+    memcpy(answered, done, sizeof(int) * (size_t)count);
+    done_count = 0;
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < count; i++) {
+        if (write(answered[i], reply, size + 1) != (ssize_t)(size + 1)) close(answered[i]);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: c-durable-server SOCKET DIRECTORY REPLY_SIZE WRITERS\n");
@@ -70,58 +95,14 @@ int main(int argc, char **argv) {
     }
     directory = argv[2];
     directory_fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    size_t size = (size_t)atol(argv[3]);
+    size = (size_t)atol(argv[3]);
+    reply = canned_reply(size);
     int writers = atoi(argv[4]);
-    char *reply = malloc(size + 1);
-    if (directory_fd < 0 || !reply || writers < 1) return 1;
-    memset(reply, 'x', size);
-    reply[size] = 0;
-
-    int listener;
-    int loop = listen_in_epoll("c-durable-server", argv[1], &listener);
-    if (loop < 0) return 1;
     done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    struct epoll_event finished = {.events = EPOLLIN, .data.fd = done_fd};
-    epoll_ctl(loop, EPOLL_CTL_ADD, done_fd, &finished);
+    if (directory_fd < 0 || !reply || writers < 1 || done_fd < 0) return 1;
     for (int i = 0; i < writers; i++) {
         pthread_t thread;
         pthread_create(&thread, NULL, writer, NULL);
     }
-
-    static char buffer[64 * 1024];
-    for (;;) {
-        struct epoll_event ready[64];
-        int count = epoll_wait(loop, ready, 64, -1);
-        for (int i = 0; i < count; i++) {
-            int fd = ready[i].data.fd;
-            if (fd == listener) {
-                accept_into_epoll(loop, listener);
-            } else if (fd == done_fd) {
-                uint64_t value;
-                if (read(done_fd, &value, sizeof value) < 0) continue;
-                pthread_mutex_lock(&lock);
-                int answered[MAX_JOBS], n = done_count;
-                memcpy(answered, done, sizeof(int) * (size_t)n);
-                done_count = 0;
-                pthread_mutex_unlock(&lock);
-                for (int j = 0; j < n; j++) {
-                    if (write(answered[j], reply, size + 1) != (ssize_t)(size + 1)) close(answered[j]);
-                }
-            } else {
-                ssize_t got = read(fd, buffer, sizeof buffer);
-                if (got <= 0) {
-                    close(fd);
-                    continue;
-                }
-                // One write for each message that ends in what was read (the benchmark's calls come one at a time).
-                for (ssize_t at = 0; at < got; at++) {
-                    if (buffer[at] != 0) continue;
-                    pthread_mutex_lock(&lock);
-                    if (todo_count < MAX_JOBS) todo[todo_count++] = fd;
-                    pthread_cond_signal(&wake);
-                    pthread_mutex_unlock(&lock);
-                }
-            }
-        }
-    }
+    return serve("c-durable-server", argv[1], done_fd, hand_over, answer_written);
 }
