@@ -40,7 +40,7 @@ private func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) {
 // MARK: JSON output
 
 /// A value `--json` prints: each conformance says which JSON value it is, so the output is typed end to end
-/// and written by ``JSONValue/text``, the one JSON writer of authctl.
+/// and written by ``JSONValue/text``.
 protocol JSONRepresentable {
     /// This value as JSON.
     var json: JSONValue { get }
@@ -94,37 +94,11 @@ extension Dictionary: JSONRepresentable where Key == String, Value: JSONRepresen
 }
 
 extension JSONValue {
-    /// One line of JSON: members sorted by name, no white space, `/` not escaped; quotes, backslashes and
-    /// control characters escaped (RFC 8259). Numbers are written as their literal.
+    /// One line of JSON, as ``JSONWriter`` writes it: members sorted by name, no white space, `/` not escaped.
     var text: String {
-        var output = ""
-        write(to: &output)
-        return output
-    }
-
-    private func write(to output: inout String) {
-        switch self {
-        case .null: output += "null"
-        case .bool(let value): output += value ? "true" : "false"
-        case .number(let literal): output += literal
-        case .string(let value): output += jsonString(value)
-        case .array(let elements):
-            output += "["
-            for (index, element) in elements.enumerated() {
-                if index > 0 { output += "," }
-                element.write(to: &output)
-            }
-            output += "]"
-        case .object(let members):
-            output += "{"
-            for (index, name) in members.keys.sorted().enumerated() {
-                if index > 0 { output += "," }
-                output += jsonString(name)
-                output += ":"
-                members[name]!.write(to: &output)
-            }
-            output += "}"
-        }
+        var json = JSONWriter()
+        json.value(self)
+        return String(decoding: json.bytes, as: UTF8.self)
     }
 }
 
@@ -133,23 +107,11 @@ func jsonLine(_ members: [String: any JSONRepresentable]) -> String {
     JSONValue.object(members.mapValues { $0.json }).text
 }
 
-/// `value` as a JSON string (RFC 8259): quotes, backslashes and control characters escaped.
+/// `value` as a JSON string (RFC 8259), as ``JSONWriter`` escapes it.
 func jsonString(_ value: String) -> String {
-    var text = "\""
-    for scalar in value.unicodeScalars {
-        switch scalar {
-        case "\"": text += "\\\""
-        case "\\": text += "\\\\"
-        case "\n": text += "\\n"
-        case "\r": text += "\\r"
-        case "\t": text += "\\t"
-        case _ where scalar.value < 0x20:
-            let hex = String(scalar.value, radix: 16)
-            text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: text.unicodeScalars.append(scalar)
-        }
-    }
-    return text + "\""
+    var json = JSONWriter()
+    json.string(value)
+    return String(decoding: json.bytes, as: UTF8.self)
 }
 
 // MARK: Text output

@@ -1,12 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -210,35 +204,28 @@ public enum VarlinkCallError: Error, Hashable, Sendable {
     case notACall
 }
 
-/// Encodes replies: one JSON object and its NUL.
+/// Encodes replies: one JSON object and its NUL, members in order of their names.
 public enum VarlinkReplyEncoder {
-    private struct Reply<Parameters: Encodable>: Encodable {
-        var parameters: Parameters
-        var continues: Bool?
-    }
-
-    private struct ErrorReply: Encodable {
-        var error: String
-        var parameters: [String: String]
-    }
-
     /// A reply with `parameters`; `continues` marks one of several replies to a `more` call.
     public static func reply<Parameters: Encodable>(_ parameters: Parameters, continues: Bool = false) throws
         -> [UInt8]
     {
-        try frame(Reply(parameters: parameters, continues: continues ? true : nil))
+        var json = JSONWriter(capacity: 128)
+        json.raw(continues ? #"{"continues":true,"parameters":"# : #"{"parameters":"#)
+        try ParameterEncoder.encode(parameters, into: &json)
+        json.raw("}\0")
+        return json.bytes
     }
 
     /// An error reply: `{"error": "<interface>.<Name>", "parameters": {…}}`.
     public static func error(_ error: VarlinkError) -> [UInt8] {
-        // [String: String] always encodes.
-        (try? frame(ErrorReply(error: error.name, parameters: error.parameters))) ?? [0]
-    }
-
-    private static func frame(_ value: some Encodable) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(value)) + [0]
+        var json = JSONWriter(capacity: 128)
+        json.raw(#"{"error":"#)
+        json.string(error.name)
+        json.raw(#","parameters":"#)
+        json.stringMap(error.parameters)
+        json.raw("}\0")
+        return json.bytes
     }
 }
 

@@ -39,17 +39,6 @@ package enum RecordCodec {
     static let headerLength = 5
     static let sealOverhead = 12 + 16
 
-    /// The JSON inside the sealed box.
-    private struct Payload: Encodable {
-        var schema: Int
-        var group: String
-        var token: String?
-        var expiresAt: Double?
-        var customerIds: [String: String]
-        var generation: UInt64
-        var changedAt: Double
-    }
-
     package static func encode(_ record: TokenRecord, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
         try encode(record, compactToken: record.token?.compact, key: key)
     }
@@ -59,28 +48,39 @@ package enum RecordCodec {
     static func encode(
         _ record: TokenRecord, compactToken: String?, schema: Int = schemaVersion, key: StoreKey
     ) throws(TokenStoreError) -> [UInt8] {
-        let payload = Payload(
-            schema: schema, group: record.group.name, token: compactToken,
-            expiresAt: compactToken == record.token?.compact ? record.token?.expiresAt.timeIntervalSince1970 : nil,
-            customerIds: record.customerIds,
-            generation: record.generation, changedAt: record.changedAt.timeIntervalSinceReferenceDate)
-        let plaintext: Data
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            plaintext = try encoder.encode(payload)
-        } catch {
-            // JSON encoding of these plain values does not fail in practice.
+        // The members in order of their names, as records have always been written.
+        var json = JSONWriter(capacity: 256 + (compactToken?.utf8.count ?? 0))
+        json.raw(#"{"changedAt":"#)
+        guard json.number(record.changedAt.timeIntervalSinceReferenceDate) else {
             throw TokenStoreError(
                 code: .encodingFailed,
-                message: "cannot encode the token record for app group \(record.group): \(type(of: error))")
+                message: "cannot encode the token record for app group \(record.group): its change time is not a number"
+            )
         }
-        return try seal(plaintext, group: record.group, key: key)
+        json.raw(#","customerIds":"#)
+        json.stringMap(record.customerIds)
+        if let token = record.token, compactToken == token.compact {
+            json.raw(#","expiresAt":"#)
+            // A token's expiry is a whole number of seconds, always finite.
+            json.number(token.expiresAt.timeIntervalSince1970)
+        }
+        json.raw(#","generation":"#)
+        json.integer(record.generation)
+        json.raw(#","group":"#)
+        json.string(record.group.name)
+        json.raw(#","schema":"#)
+        json.integer(Int64(schema))
+        if let compactToken {
+            json.raw(#","token":"#)
+            json.string(compactToken)
+        }
+        json.raw("}")
+        return try seal(json.bytes, group: record.group, key: key)
     }
 
     /// Seals `plaintext` as the record of `group`: the header, then the sealed box. The fuzz-record harness uses
     /// it to reach the decoding of the plaintext.
-    package static func seal(_ plaintext: Data, group: AppGroup, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
+    package static func seal(_ plaintext: [UInt8], group: AppGroup, key: StoreKey) throws(TokenStoreError) -> [UInt8] {
         do {
             let header = magic + [formatVersion]
             let sealed = try AES.GCM.seal(

@@ -445,14 +445,8 @@ public final class AuthDaemonClient: Sendable {
 
     // MARK: The wire
 
-    private struct Call<Parameters: Encodable>: Encodable {
-        var method: String
-        var parameters: Parameters
-        var more: Bool?
-    }
-
-    /// A call's JSON. The calls of every request (a group's name, or nothing) are written here directly; the
-    /// rest (SetToken, IdentifyCustomer and the like, off the hot path) by `JSONEncoder`.
+    /// A call's JSON: `{"method":"…","parameters":{…}}`, with `"more":true` when asked. The calls of every
+    /// request (a group's name, or nothing) are written directly; the rest through ``ParameterEncoder``.
     static func encode<Parameters: Encodable>(_ method: String, _ parameters: Parameters, more: Bool = false)
         throws(AuthClientError) -> [UInt8]
     {
@@ -460,65 +454,31 @@ public final class AuthDaemonClient: Sendable {
             return encodeGroupCall(method, group: parameters.group, more: more)
         }
         if parameters is EmptyPayload { return encodeGroupCall(method, group: nil, more: more) }
+        var json = JSONWriter(capacity: 256)
+        json.raw(#"{"method":"#)
+        json.string(method)
+        json.raw(#","parameters":"#)
         do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.withoutEscapingSlashes]
-            return Array(try encoder.encode(Call(method: method, parameters: parameters, more: more ? true : nil)))
+            try ParameterEncoder.encode(parameters, into: &json)
         } catch {
             throw AuthClientError(.protocolError, "Cannot encode the call to \(method): \(error)")
         }
+        json.raw(more ? #","more":true}"# : "}")
+        return json.bytes
     }
 
-    /// `{"method":"…","parameters":{"group":"…"}}` (or `{}` without a group), with `"more":true` when asked. The
-    /// method is one of the library's own names, which need no escape.
+    /// `{"method":"…","parameters":{"group":"…"}}` (or `{}` without a group), with `"more":true` when asked.
     static func encodeGroupCall(_ method: String, group: String?, more: Bool = false) -> [UInt8] {
-        var json: [UInt8] = []
-        json.reserveCapacity(64 + method.utf8.count + (group?.utf8.count ?? 0))
-        append(#"{"method":""#, to: &json)
-        var method = method
-        method.withUTF8 { json.append(contentsOf: $0) }
-        append(#"","parameters":{"#, to: &json)
+        var json = JSONWriter(capacity: 64 + method.utf8.count + (group?.utf8.count ?? 0))
+        json.raw(#"{"method":"#)
+        json.string(method)
+        json.raw(#","parameters":{"#)
         if let group {
-            append(#""group":"#, to: &json)
-            appendString(group, to: &json)
+            json.raw(#""group":"#)
+            json.string(group)
         }
-        append(more ? #"},"more":true}"# : "}}", to: &json)
-        return json
-    }
-
-    /// Appends the bytes of `literal` (one copy; appending a `String`'s UTF8View goes a byte at a time).
-    private static func append(_ literal: StaticString, to json: inout [UInt8]) {
-        json.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
-    }
-
-    /// Appends `string` as a JSON string (RFC 8259 escapes).
-    private static func appendString(_ string: String, to json: inout [UInt8]) {
-        json.append(UInt8(ascii: "\""))
-        var string = string
-        string.withUTF8 { bytes in
-            // The runs that need no escape are copied whole.
-            var run = 0
-            for index in bytes.indices {
-                let byte = bytes[index]
-                guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
-                json.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
-                run = index + 1
-                if byte >= 0x20 {
-                    json.append(UInt8(ascii: "\\"))
-                    json.append(byte)
-                } else {
-                    json.append(contentsOf: #"\u00"#.utf8)
-                    json.append(hexDigit(byte >> 4))
-                    json.append(hexDigit(byte & 0xF))
-                }
-            }
-            json.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
-        }
-        json.append(UInt8(ascii: "\""))
-    }
-
-    private static func hexDigit(_ value: UInt8) -> UInt8 {
-        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
+        json.raw(more ? #"},"more":true}"# : "}}")
+        return json.bytes
     }
 
     /// Reads a reply with the project's own parser (`JSONValue`) and the daemon's parameter decoder, leniently

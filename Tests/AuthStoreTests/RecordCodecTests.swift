@@ -13,7 +13,7 @@ struct RecordCodecTests {
 
     private func decode(plaintext: String) throws(RecordDefect) -> TokenRecord {
         try RecordCodec.decode(
-            try! RecordCodec.seal(Data(plaintext.utf8), group: group, key: key), group: group, key: key)
+            try! RecordCodec.seal(Array(plaintext.utf8), group: group, key: key), group: group, key: key)
     }
 
     @Test func aRecordKeepsTheTokensExpAndReadsItBack() throws {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import HTTPTypes
 
 #if canImport(FoundationEssentials)
@@ -124,10 +125,6 @@ struct RequestExecutor: Sendable {
 
     /// Whether a 401's body is JSON with `"token_expired": true` (R19).
     static func tokenExpired(in body: Data) -> Bool {
-        struct Body: Decodable {
-            var tokenExpired: Bool?
-            enum CodingKeys: String, CodingKey { case tokenExpired = "token_expired" }
-        }
-        return (try? JSONDecoder().decode(Body.self, from: body))?.tokenExpired == true
+        (try? JSONValue(parsing: body))?["token_expired"] == .bool(true)
     }
 }
