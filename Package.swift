@@ -115,6 +115,7 @@ let package = Package(
                 "CTimerFD",
                 "CMalloc",
                 "Systemd",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]

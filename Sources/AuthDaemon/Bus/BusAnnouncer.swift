@@ -2,6 +2,7 @@
 import AuthCore
 import AuthProtocol
 import AuthTransport
+import DequeModule
 import Logging
 import Synchronization
 import Systemd
@@ -92,7 +93,8 @@ public final class BusAnnouncer {
     private var owned = false
     /// Counts attempts, so that a late callback of an abandoned connection changes nothing.
     private var attempt = 0
-    private var pending: [AuthEvent] = []
+    /// Events waiting for the name; a deque, as the oldest leaves at every event once it is full.
+    private var pending: Deque<AuthEvent> = []
     private var retry = BusAnnouncer.firstRetryInterval
     private var retryTimer: EventSource?
     private var warned = false
