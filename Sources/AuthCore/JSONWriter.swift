@@ -91,8 +91,10 @@ package struct JSONWriter: Sendable {
 
     private mutating func shortest(_ description: String) {
         var text = description
-        if text.hasSuffix(".0") { text.removeLast(2) }
-        text.withUTF8 { bytes.append(contentsOf: $0) }
+        text.withUTF8 { digits in
+            let integral = digits.count > 2 && digits[digits.count - 2] == UInt8(ascii: ".") && digits.last == 0x30
+            bytes.append(contentsOf: integral ? UnsafeBufferPointer(rebasing: digits.dropLast(2)) : digits)
+        }
     }
 
     /// Appends `true` or `false`.

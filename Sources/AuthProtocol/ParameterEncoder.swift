@@ -18,7 +18,7 @@ package enum ParameterEncoder {
         swap(&taken, &json)
         let state = EncodingState(json: consume taken)
         defer { swap(&state.json, &json) }
-        try state.encode(value, depth: 0, codingPath: [])
+        try state.encode(value, depth: 0)
         state.close(downTo: 0)
         if state.json.bytes.count == state.valueStart { state.json.raw("{}") }
     }
@@ -31,7 +31,8 @@ package enum ParameterEncoder {
     }
 }
 
-/// The bytes written and the containers still open, shared by the encoders and containers of one value.
+/// The bytes written and the containers still open, shared by the encoders and containers of one value. Used by
+/// one encoding on one thread: its properties need no runtime exclusivity checks.
 private final class EncodingState {
     /// An open object or array.
     struct Frame {
@@ -41,13 +42,21 @@ private final class EncodingState {
         /// Where the last member's or element's value starts: one that wrote nothing (an unused `superEncoder`)
         /// gets `{}`, as `JSONEncoder` writes for a value that encodes nothing.
         var valueStart: Int
-        /// The members' names and where each starts (at its name), to sort them when the object closes.
-        var members: [(name: String, start: Int)] = []
+        /// Where this object's members start in ``EncodingState/members``.
+        var firstMember: Int
         var inOrder = true
     }
 
-    var json: JSONWriter
-    var frames: [Frame] = []
+    /// A member written: its name, and where it starts (at its name).
+    struct Member {
+        var name: String
+        var start: Int
+    }
+
+    @exclusivity(unchecked) var json: JSONWriter
+    @exclusivity(unchecked) var frames: [Frame] = []
+    /// The members of the open objects, outermost first, to sort them when their object closes.
+    @exclusivity(unchecked) var members: [Member] = []
     /// Where the top-level value starts.
     let valueStart: Int
 
@@ -56,36 +65,38 @@ private final class EncodingState {
         valueStart = self.json.bytes.count
     }
 
-    /// Writes `value`: a primitive as itself, anything else through its `encode(to:)` with containers at `depth`.
-    func encode<T: Encodable>(_ value: T, depth: Int, codingPath: [any CodingKey]) throws {
-        switch value {
-        case let string as String: json.string(string)
-        case let truth as Bool: json.bool(truth)
-        case let number as Int: json.integer(Int64(number))
-        case let number as UInt64: json.integer(number)
-        case let number as Double: try write(number, codingPath)
-        default:
-            try value.encode(to: ValueEncoder(state: self, depth: depth, codingPath: codingPath))
-            close(downTo: depth)
-        }
+    /// Writes `value` through its `encode(to:)`, its container at `depth`. A primitive writes itself through a
+    /// single value container: asking its type first (`as? String`) costs a dynamic cast for every value.
+    func encode<T: Encodable>(_ value: T, depth: Int) throws {
+        try value.encode(to: ValueEncoder(state: self, depth: depth))
+        close(downTo: depth)
     }
 
-    func write(_ value: Double, _ codingPath: [any CodingKey]) throws {
-        guard json.number(value) else {
-            throw EncodingError.invalidValue(
-                value, .init(codingPath: codingPath, debugDescription: "JSON cannot hold \(value)"))
-        }
+    func write(_ value: Double, depth: Int) throws {
+        guard json.number(value) else { throw notANumber(value, depth) }
     }
 
-    func write(_ value: Float, _ codingPath: [any CodingKey]) throws {
-        guard json.number(value) else {
-            throw EncodingError.invalidValue(
-                value, .init(codingPath: codingPath, debugDescription: "JSON cannot hold \(value)"))
+    func write(_ value: Float, depth: Int) throws {
+        guard json.number(value) else { throw notANumber(value, depth) }
+    }
+
+    private func notANumber(_ value: Any, _ depth: Int) -> EncodingError {
+        .invalidValue(value, .init(codingPath: codingPath(depth), debugDescription: "JSON cannot hold \(value)"))
+    }
+
+    /// The coding path of a value whose container would be at `depth`: the names and indexes written so far. Made
+    /// only when asked (an error, a type's own `encode(to:)`), not for every value.
+    func codingPath(_ depth: Int) -> [any CodingKey] {
+        frames.indices.prefix(depth).map { level -> any CodingKey in
+            guard frames[level].isObject else { return PathKey(index: frames[level].count - 1) }
+            // The object's members end where the next container's start.
+            let end = level + 1 < frames.count ? frames[level + 1].firstMember : members.count
+            return PathKey(members[end - 1].name)
         }
     }
 
     func open(object: Bool) {
-        frames.append(Frame(isObject: object, valueStart: json.bytes.count))
+        frames.append(Frame(isObject: object, valueStart: json.bytes.count, firstMember: members.count))
         json.bytes.append(object ? UInt8(ascii: "{") : UInt8(ascii: "["))
     }
 
@@ -95,7 +106,8 @@ private final class EncodingState {
             let frame = frames.removeLast()
             if frame.count > 0 && json.bytes.count == frame.valueStart { json.raw("{}") }
             if frame.isObject {
-                if !frame.inOrder { sort(frame.members) }
+                if !frame.inOrder { sortMembers(from: frame.firstMember) }
+                members.removeSubrange(frame.firstMember...)
                 json.bytes.append(UInt8(ascii: "}"))
             } else {
                 json.bytes.append(UInt8(ascii: "]"))
@@ -107,8 +119,10 @@ private final class EncodingState {
     func member(_ name: String, of depth: Int) {
         close(downTo: depth + 1)
         separate(depth)
-        if let last = frames[depth].members.last, name < last.name { frames[depth].inOrder = false }
-        frames[depth].members.append((name, json.bytes.count))
+        if members.count > frames[depth].firstMember, name < members[members.count - 1].name {
+            frames[depth].inOrder = false
+        }
+        members.append(Member(name: name, start: json.bytes.count))
         json.string(name)
         json.bytes.append(UInt8(ascii: ":"))
         frames[depth].valueStart = json.bytes.count
@@ -129,28 +143,50 @@ private final class EncodingState {
         frames[depth].count += 1
     }
 
-    /// Puts the members written since the first of `members` in order of their names.
-    private func sort(_ members: [(name: String, start: Int)]) {
+    /// Puts the members written since `first` in order of their names, in place: the same bytes, moved.
+    private func sortMembers(from first: Int) {
         let end = json.bytes.count
-        let ranges = members.indices.map { index in
-            // Each member but the last ends at the comma before the next.
-            members[index].start..<(index + 1 < members.count ? members[index + 1].start - 1 : end)
+        let start = members[first].start
+        let region = Array(json.bytes[start..<end])
+        let order = members.indices[first...].sorted { members[$0].name < members[$1].name }
+        json.bytes.withUnsafeMutableBufferPointer { bytes in
+            region.withUnsafeBufferPointer { source in
+                var position = start
+                for index in order {
+                    // Each member but the last ends at the comma before the next.
+                    let memberEnd = index + 1 < members.count ? members[index + 1].start - 1 : end
+                    if position > start {
+                        bytes[position] = UInt8(ascii: ",")
+                        position += 1
+                    }
+                    let length = memberEnd - members[index].start
+                    (bytes.baseAddress! + position).update(
+                        from: source.baseAddress! + (members[index].start - start), count: length)
+                    position += length
+                }
+            }
         }
-        var sorted: [UInt8] = []
-        sorted.reserveCapacity(end - members[0].start)
-        for index in members.indices.sorted(by: { members[$0].name < members[$1].name }) {
-            if !sorted.isEmpty { sorted.append(UInt8(ascii: ",")) }
-            sorted.append(contentsOf: json.bytes[ranges[index]])
-        }
-        json.bytes.replaceSubrange(members[0].start..<end, with: sorted)
     }
+}
+
+/// A name or an index in a coding path made for an error.
+private struct PathKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
+    init(_ name: String) { stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init(index: Int) {
+        stringValue = "Index \(index)"
+        intValue = index
+    }
+    init?(intValue: Int) { self.init(index: intValue) }
 }
 
 private struct ValueEncoder: Encoder {
     let state: EncodingState
     /// Where the container of this value goes in ``EncodingState/frames``.
     let depth: Int
-    let codingPath: [any CodingKey]
+    var codingPath: [any CodingKey] { state.codingPath(depth) }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -159,7 +195,7 @@ private struct ValueEncoder: Encoder {
             state.close(downTo: depth)
             state.open(object: true)
         }
-        return KeyedEncodingContainer(KeyedContainer<Key>(state: state, depth: depth, codingPath: codingPath))
+        return KeyedEncodingContainer(KeyedContainer<Key>(state: state, depth: depth))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
@@ -167,18 +203,18 @@ private struct ValueEncoder: Encoder {
             state.close(downTo: depth)
             state.open(object: false)
         }
-        return UnkeyedContainer(state: state, depth: depth, codingPath: codingPath)
+        return UnkeyedContainer(state: state, depth: depth)
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        SingleValueContainer(state: state, depth: depth, codingPath: codingPath)
+        SingleValueContainer(state: state, depth: depth)
     }
 }
 
 private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let state: EncodingState
     let depth: Int
-    let codingPath: [any CodingKey]
+    var codingPath: [any CodingKey] { state.codingPath(depth) }
 
     mutating func encodeNil(forKey key: Key) throws {
         state.member(key.stringValue, of: depth)
@@ -197,12 +233,12 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encode(_ value: Double, forKey key: Key) throws {
         state.member(key.stringValue, of: depth)
-        try state.write(value, codingPath + [key])
+        try state.write(value, depth: depth + 1)
     }
 
     mutating func encode(_ value: Float, forKey key: Key) throws {
         state.member(key.stringValue, of: depth)
-        try state.write(value, codingPath + [key])
+        try state.write(value, depth: depth + 1)
     }
 
     mutating func encode(_ value: Int, forKey key: Key) throws { try integer(Int64(value), key) }
@@ -228,7 +264,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         state.member(key.stringValue, of: depth)
-        try state.encode(value, depth: depth + 1, codingPath: codingPath + [key])
+        try state.encode(value, depth: depth + 1)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
@@ -237,30 +273,30 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         state.member(key.stringValue, of: depth)
         state.open(object: true)
         return KeyedEncodingContainer(
-            KeyedContainer<NestedKey>(state: state, depth: depth + 1, codingPath: codingPath + [key]))
+            KeyedContainer<NestedKey>(state: state, depth: depth + 1))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         state.member(key.stringValue, of: depth)
         state.open(object: false)
-        return UnkeyedContainer(state: state, depth: depth + 1, codingPath: codingPath + [key])
+        return UnkeyedContainer(state: state, depth: depth + 1)
     }
 
     mutating func superEncoder() -> any Encoder {
         state.member("super", of: depth)
-        return ValueEncoder(state: state, depth: depth + 1, codingPath: codingPath)
+        return ValueEncoder(state: state, depth: depth + 1)
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
         state.member(key.stringValue, of: depth)
-        return ValueEncoder(state: state, depth: depth + 1, codingPath: codingPath + [key])
+        return ValueEncoder(state: state, depth: depth + 1)
     }
 }
 
 private struct UnkeyedContainer: UnkeyedEncodingContainer {
     let state: EncodingState
     let depth: Int
-    let codingPath: [any CodingKey]
+    var codingPath: [any CodingKey] { state.codingPath(depth) }
     var count: Int { state.frames.count > depth ? state.frames[depth].count : 0 }
 
     mutating func encodeNil() throws {
@@ -270,7 +306,7 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         state.element(of: depth)
-        try state.encode(value, depth: depth + 1, codingPath: codingPath)
+        try state.encode(value, depth: depth + 1)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type)
@@ -279,31 +315,31 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
         state.element(of: depth)
         state.open(object: true)
         return KeyedEncodingContainer(
-            KeyedContainer<NestedKey>(state: state, depth: depth + 1, codingPath: codingPath))
+            KeyedContainer<NestedKey>(state: state, depth: depth + 1))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         state.element(of: depth)
         state.open(object: false)
-        return UnkeyedContainer(state: state, depth: depth + 1, codingPath: codingPath)
+        return UnkeyedContainer(state: state, depth: depth + 1)
     }
 
     mutating func superEncoder() -> any Encoder {
         state.element(of: depth)
-        return ValueEncoder(state: state, depth: depth + 1, codingPath: codingPath)
+        return ValueEncoder(state: state, depth: depth + 1)
     }
 }
 
 private struct SingleValueContainer: SingleValueEncodingContainer {
     let state: EncodingState
     let depth: Int
-    let codingPath: [any CodingKey]
+    var codingPath: [any CodingKey] { state.codingPath(depth) }
 
     mutating func encodeNil() throws { state.json.raw("null") }
     mutating func encode(_ value: Bool) throws { state.json.bool(value) }
     mutating func encode(_ value: String) throws { state.json.string(value) }
-    mutating func encode(_ value: Double) throws { try state.write(value, codingPath) }
-    mutating func encode(_ value: Float) throws { try state.write(value, codingPath) }
+    mutating func encode(_ value: Double) throws { try state.write(value, depth: depth) }
+    mutating func encode(_ value: Float) throws { try state.write(value, depth: depth) }
     mutating func encode(_ value: Int) throws { state.json.integer(Int64(value)) }
     mutating func encode(_ value: Int8) throws { state.json.integer(Int64(value)) }
     mutating func encode(_ value: Int16) throws { state.json.integer(Int64(value)) }
@@ -316,6 +352,6 @@ private struct SingleValueContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt64) throws { state.json.integer(value) }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
-        try state.encode(value, depth: depth, codingPath: codingPath)
+        try state.encode(value, depth: depth)
     }
 }

@@ -103,6 +103,13 @@ struct ParameterEncoderTests {
                 return context.codingPath.map(\.stringValue) == ["claims", "expiresAt"]
             }
         }
+        #expect {
+            try ParameterEncoder.encode(["a": [["b": 1.0], ["c": 2, "d": .nan]]])
+        } throws: { error in
+            guard case EncodingError.invalidValue(_, let context) = error else { return false }
+            return context.codingPath.map(\.stringValue) == ["a", "Index 1", "d"]
+                && context.codingPath.map(\.intValue) == [nil, 1, nil]
+        }
     }
 
     /// Containers opened by hand: nested ones closed when their parent writes again, two asks for the same
