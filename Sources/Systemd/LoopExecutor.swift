@@ -17,7 +17,8 @@ import Synchronization
 ///
 /// Each wake-up runs the jobs queued, then those they queued, for at most ``roundsPerWakeUp`` rounds, then lets
 /// the loop poll: a call's hops from task to actor and back run in one turn, and a task that keeps enqueuing more
-/// work cannot starve the sockets.
+/// work cannot starve the sockets. Work that a handler of the loop queues (a call read from a socket starts its
+/// task) runs when the handler returns, in the same turn, with no wake-up through the descriptor.
 ///
 /// `Task.sleep` does not go through this executor (the runtime's `SchedulingExecutor` sleeps on libdispatch's
 /// timer thread): timers belong to the loop (``MainLoop/after(_:accuracy:_:)``, ``schedule(after:_:)``).
@@ -37,6 +38,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// Inside ``runQueued()``, which takes what the loop's thread queues meanwhile without a wake-up: touched only
     /// on the loop's thread.
     private nonisolated(unsafe) var draining = false
+    /// Work queued by a handler of the loop, on its thread, to run when the handler returns: touched only on the
+    /// loop's thread.
+    private nonisolated(unsafe) var queuedByHandler = false
 
     /// How many times one wake-up takes the queue again, for what the jobs it ran queued.
     public static let roundsPerWakeUp = 8
@@ -62,7 +66,16 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     public func attach(to loop: MainLoop) throws(SystemdError) {
         owner.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
         self.loop = loop
-        try loop.onReadable(descriptor) { [self] in runQueued() }
+        loop.afterDispatch = { [unowned self] in
+            guard queuedByHandler else { return }
+            queuedByHandler = false
+            runRounds()
+        }
+        try loop.onReadable(descriptor) { [self] in
+            var count: eventfd_t = 0
+            _ = eventfd_read(descriptor, &count)
+            runRounds()
+        }
     }
 
     /// Makes this executor Swift concurrency's global executor; call it before the first task.
@@ -126,16 +139,20 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
             queue.append(work)
             return queue.count == 1
         }
-        // One write per batch: the loop takes the whole queue when it wakes. None while the loop's thread drains
-        // the queue (`draining` is read only there): it takes this work in its next round.
-        if wake && !(isCurrent && draining) { _ = eventfd_write(descriptor, 1) }
+        guard wake else { return }
+        // One write per batch: the loop takes the whole queue when it wakes. None from the loop's own thread while
+        // it drains the queue (it takes this work in its next round) or runs a handler (the work runs when the
+        // handler returns); `draining` and `queuedByHandler` are touched only there.
+        if isCurrent, let loop, draining || loop.isDispatching {
+            if !draining { queuedByHandler = true }
+            return
+        }
+        _ = eventfd_write(descriptor, 1)
     }
 
     /// Runs the work queued now, then what it queued, for up to ``roundsPerWakeUp`` rounds; work left then waits
     /// for the next turn of the loop, after its other sources.
-    private func runQueued() {
-        var count: eventfd_t = 0
-        _ = eventfd_read(descriptor, &count)
+    private func runRounds() {
         draining = true
         defer { draining = false }
         for _ in 0..<Self.roundsPerWakeUp {

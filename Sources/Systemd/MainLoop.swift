@@ -24,6 +24,11 @@ public final class MainLoop {
     let event: OpaquePointer
     /// Every live source, kept until it is cancelled or the loop ends.
     private var sources: [ObjectIdentifier: EventSource] = [:]
+    /// Whether a source's handler is running now.
+    fileprivate(set) var isDispatching = false
+    /// Runs after each handler, before the loop waits again: the executor's work that the handler queued
+    /// (``LoopExecutor/attach(to:)``).
+    var afterDispatch: (() -> Void)?
 
     /// Creates an empty loop for the calling thread.
     ///
@@ -176,7 +181,11 @@ public final class EventSource {
         guard let userdata else { return 0 }
         // A handler may cancel its own source, which lets the loop release it: hold it until the call returns.
         let source = Unmanaged<EventSource>.fromOpaque(userdata).takeUnretainedValue()
+        let loop = source.loop
+        loop.isDispatching = true
         withExtendedLifetime(source) { source.handler(events) }
+        loop.isDispatching = false
+        loop.afterDispatch?()
         return 0
     }
 

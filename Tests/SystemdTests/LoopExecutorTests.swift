@@ -32,6 +32,35 @@ struct LoopExecutorTests {
         #expect(Set(seen).count == 1, "turns: \(seen)")
     }
 
+    /// A call read from a socket starts a task: the work a handler of the loop queues runs when the handler
+    /// returns, in the same turn, not a turn later through a write and a read of the executor's descriptor.
+    @Test func workAHandlerQueuesRunsWhenTheHandlerReturns() throws {
+        let loop = try MainLoop()
+        let executor = try LoopExecutor()
+        try executor.attach(to: loop)
+        let bound = LoopBound(loop, executor: executor)
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        let turns = Mutex<(handler: UInt64, work: UInt64)>((0, 0))
+        let source = try loop.onReadable(ends[0]) {
+            turns.withLock { $0.handler = loop.iteration }
+            executor.execute {
+                turns.withLock { $0.work = bound.value.iteration }
+                bound.value.exit(0)
+            }
+        }
+        defer { source.cancel() }
+        var byte: UInt8 = 1
+        #expect(write(ends[1], &byte, 1) == 1)
+        #expect(try loop.run() == 0)
+        let seen = turns.withLock { $0 }
+        #expect(seen.handler > 0 && seen.work == seen.handler, "turns: \(seen)")
+    }
+
     /// Work that keeps queuing more is cut off after a bounded number of rounds, and the loop serves a descriptor
     /// that became readable meanwhile.
     @Test func workThatKeepsQueuingCannotStarveTheLoop() throws {
