@@ -73,8 +73,10 @@ public final class StoreWriters: StoreExecutor, @unchecked Sendable {
         queue.append(job)
         let start = queue.count - head > idle && threads < maximumThreads
         if start { threads += 1 }
-        pthread_cond_signal(condition)
+        let waiting = idle > 0
         pthread_mutex_unlock(mutex)
+        // After the unlock: a writer woken while the mutex is held wakes only to wait for it.
+        if waiting { pthread_cond_signal(condition) }
         if start { startWriter() }
     }
 
