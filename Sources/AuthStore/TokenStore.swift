@@ -21,7 +21,8 @@ import Synchronization
 /// ```
 ///
 /// Every write replaces the record atomically (temp file, `fsync`, `renameat`, `fsync` of the directory), so a
-/// crash at any instant leaves each record either old or new. A record that cannot be read, decrypted or
+/// crash at any instant leaves each record either old or new. Writers on several threads share the directory's
+/// fsync (``DirectorySync``). A record that cannot be read, decrypted or
 /// decoded is renamed aside, logged at warning level, and reported as no record; other groups are not affected.
 /// Two things are refused instead, setting nothing aside: a record that is not the daemon's own (another owner,
 /// or open to group or others), and, in ``loadAll()``, records of which not one decrypts (a wrong key).
@@ -54,6 +55,8 @@ public final class TokenStore: Sendable {
     private let setAside = Atomic<UInt64>(0)
 
     private let directoryDescriptor: CInt
+    /// The directory's fsyncs, shared by the writers whose changes are done when one starts.
+    private let directorySync: DirectorySync
     private let key: StoreKey
     private let logger: Logger
 
@@ -72,6 +75,7 @@ public final class TokenStore: Sendable {
         self.key = key
         self.logger = logger
         self.directoryDescriptor = try StoreDirectory.open(directory)
+        self.directorySync = DirectorySync(directoryDescriptor)
         removeTemporaryFiles()
     }
 
@@ -242,7 +246,7 @@ public final class TokenStore: Sendable {
 
     private func syncDirectory(after action: String) throws(TokenStoreError) {
         do {
-            try SystemCalls.fsync(directoryDescriptor)
+            try directorySync.changed()
         } catch {
             throw TokenStoreError("cannot flush the token store directory \(directory) to disk after \(action)", error)
         }
