@@ -2,12 +2,17 @@
 // authd-store-writer: saves token records in a tight loop until it is killed, for the crash-safety test.
 //
 //     authd-store-writer <store-directory> [groups]
+//     authd-store-writer <store-directory> <groups> --threads
 //
 // The store key comes from $CREDENTIALS_DIRECTORY/exponea-authd.store-key (as in the daemon). Each round raises a
 // generation counter G and saves, for every group writer-<i>, a record whose every field carries G:
 // generation G, changedAt G seconds after 1970, customer ids {"registered": "writer-G"} and a token whose ids
 // are {"registered": "writer-G", "group": "writer-<i>"}. After a round is saved in full it prints "wrote G".
 // It starts from the highest generation already stored, so several runs keep counting up.
+//
+// With --threads, each group has a thread of its own that saves its group's next generation over and over, as
+// the daemon's store writers do for several groups at once, and prints "saved <group> <generation>" after each
+// save returns: the power-cut test's acknowledgements.
 
 import AuthCore
 import AuthStore
@@ -38,7 +43,10 @@ func token(group: AppGroup, generation: UInt64) -> StreamJWT {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 2 || arguments.count == 3 else { fail("usage: authd-store-writer <store-directory> [groups]") }
+let threaded = arguments.count == 4 && arguments[3] == "--threads"
+guard (2...3).contains(arguments.count) || threaded else {
+    fail("usage: authd-store-writer <store-directory> [groups] [--threads]")
+}
 let directory = arguments[1]
 let groupCount = arguments.count == 3 ? Int(arguments[2]) ?? 0 : 4
 guard groupCount > 0 else { fail("groups must be a positive number") }
@@ -53,6 +61,40 @@ do {
     groups = try (0..<groupCount).map { try AppGroup("writer-\($0)") }
 } catch {
     fail("\(error)")
+}
+
+/// Saves `group`'s next generation over and over, printing each once saved.
+@Sendable func saveForever(_ group: AppGroup, from stored: UInt64, in store: TokenStore) -> Never {
+    var generation = stored
+    while true {
+        generation += 1
+        let record = TokenRecord(
+            group: group, token: token(group: group, generation: generation),
+            customerIds: ["registered": "writer-\(generation)"], generation: generation,
+            changedAt: Date(timeIntervalSince1970: Double(generation)))
+        do {
+            try store.save(record)
+        } catch {
+            fail("\(error)")
+        }
+        // One write(2) per line, shorter than PIPE_BUF: lines of several threads do not mix.
+        let line = Array("saved \(group.name) \(generation)\n".utf8)
+        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+}
+
+if threaded {
+    for group in groups {
+        let stored: UInt64
+        do {
+            stored = try store.load(group)?.generation ?? 0
+        } catch {
+            fail("\(error)")
+        }
+        let store = store
+        Thread.detachNewThread { saveForever(group, from: stored, in: store) }
+    }
+    while true { pause() }
 }
 
 var generation: UInt64 = 0

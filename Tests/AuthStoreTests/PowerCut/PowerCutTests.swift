@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthCore
+import AuthTestKit
+import Foundation
+import Testing
+
+@testable import AuthStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A save that returned survives a power cut: the store on ``CutFS``, which keeps only what was fsynced, is cut
+/// while a writer saves four groups from four threads (sharing the directory's fsyncs), a thousand times. After
+/// each cut no acknowledged generation is lost, no record is torn, and no group's generation goes back.
+@Suite("Power cuts during concurrent saves")
+struct PowerCutTests {
+    static let cuts = 1_000
+    static let groups = 4
+
+    @Test(
+        .enabled(
+            if: CutFS.isAvailable || ProcessInfo.processInfo.environment["CI"] != nil,
+            "needs /dev/fuse, libfuse3-dev and fuse3 (scripts/install-deps); CI runs it always"),
+        .timeLimit(.minutes(10)))
+    func acknowledgedSavesSurviveEveryCut() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        try FileManager.default.createDirectory(
+            atPath: fixture.storePath, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let disk = try CutFS(at: fixture.storePath, buildingIn: fixture.temporary.appending("cutfs"))
+        defer { disk.unmount() }
+        let writer = try BuildProducts.executable("authd-store-writer")
+        let groups = try (0..<Self.groups).map { try AppGroup("writer-\($0)") }
+
+        var kept: [String: UInt64] = [:]  // what the last cut left of each group
+        var acknowledgedInAll = 0
+        for cut in 1...Self.cuts {
+            let acknowledged = try saveUntilCut(
+                writer, fixture: fixture, disk: disk, acknowledgements: Int.random(in: 1...24))
+            acknowledgedInAll += acknowledged.count
+            try disk.restore()
+
+            let store = try fixture.open()
+            for group in groups {
+                let record = try store.load(group)
+                let generation = record?.generation ?? 0
+                let saved = acknowledged.filter { $0.group == group.name }.map(\.generation).max() ?? 0
+                try #require(generation >= saved, "cut \(cut): \(group) saved \(saved), kept \(generation)")
+                try #require(generation >= kept[group.name] ?? 0, "cut \(cut): \(group) went back")
+                if let record { try expectConsistent(record) }
+                kept[group.name] = generation
+            }
+            try #require(store.recordsSetAside == 0, "cut \(cut): a record was torn")
+        }
+        #expect(acknowledgedInAll >= Self.cuts)
+    }
+
+    /// Runs the writer until it has acknowledged `count` saves, cuts the power, kills it, and returns every save it
+    /// acknowledged.
+    private func saveUntilCut(
+        _ writer: String, fixture: StoreFixture, disk: CutFS, acknowledgements count: Int
+    ) throws -> [(group: String, generation: UInt64)] {
+        let output = try SpawnPipe()
+        let process = try SpawnedProcess(
+            writer, [fixture.storePath, "\(Self.groups)", "--threads"], environment: fixture.environment,
+            standardOutput: .descriptor(output.writeEnd), standardError: .null)  // its EIO after the cut
+        close(output.writeEnd)
+        defer { close(output.readEnd) }
+
+        var text: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while text.count(where: { $0 == UInt8(ascii: "\n") }) < count {
+            let got = read(output.readEnd, &buffer, buffer.count)
+            try #require(got > 0, "the writer exited with status \(process.wait()) before \(count) saves")
+            text += buffer[..<got]
+        }
+        try disk.cut()
+        kill(process.pid, SIGKILL)
+        _ = process.wait()
+        text += PipeReader.readToEnd(output.readEnd)
+
+        return String(decoding: text, as: UTF8.self).split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, fields[0] == "saved", let generation = UInt64(fields[2]) else { return nil }
+            return (String(fields[1]), generation)
+        }
+    }
+
+    /// Every field of a writer's record carries the same generation: a record is one save, whole.
+    private func expectConsistent(_ record: TokenRecord) throws {
+        let generation = record.generation
+        try #require(record.customerIds == ["registered": "writer-\(generation)"], "\(record)")
+        try #require(
+            record.token?.claims.customerIds == ["registered": "writer-\(generation)", "group": record.group.name],
+            "\(record)")
+    }
+}
