@@ -19,7 +19,6 @@ package enum ParameterEncoder {
         let state = EncodingState(json: consume taken)
         defer { swap(&state.json, &json) }
         try state.encode(value, depth: 0)
-        state.close(downTo: 0)
         if state.json.bytes.count == state.valueStart { state.json.raw("{}") }
     }
 
