@@ -2,7 +2,7 @@
 // authd-store-writer: saves token records in a tight loop until it is killed, for the crash-safety test.
 //
 //     authd-store-writer <store-directory> [groups]
-//     authd-store-writer <store-directory> <groups> --threads
+//     authd-store-writer <store-directory> <groups> --threads <clear-every>
 //
 // The store key comes from $CREDENTIALS_DIRECTORY/exponea-authd.store-key (as in the daemon). Each round raises a
 // generation counter G and saves, for every group writer-<i>, a record whose every field carries G:
@@ -12,7 +12,8 @@
 //
 // With --threads, each group has a thread of its own that saves its group's next generation over and over, as
 // the daemon's store writers do for several groups at once, and prints "saved <group> <generation>" after each
-// save returns: the power-cut test's acknowledgements.
+// save returns; every <clear-every>th generation it then removes the record (a clear) and prints "removed <group>
+// <generation>": the power-cut test's acknowledgements.
 
 import AuthCore
 import AuthStore
@@ -43,9 +44,10 @@ func token(group: AppGroup, generation: UInt64) -> StreamJWT {
 }
 
 let arguments = CommandLine.arguments
-let threaded = arguments.count == 4 && arguments[3] == "--threads"
-guard (2...3).contains(arguments.count) || threaded else {
-    fail("usage: authd-store-writer <store-directory> [groups] [--threads]")
+let threaded = arguments.count == 5 && arguments[3] == "--threads"
+let clearEvery = threaded ? UInt64(arguments[4]) ?? 0 : 0
+guard (2...3).contains(arguments.count) || (threaded && clearEvery > 0) else {
+    fail("usage: authd-store-writer <store-directory> [groups] | <store-directory> <groups> --threads <clear-every>")
 }
 let directory = arguments[1]
 let groupCount = arguments.count == 3 ? Int(arguments[2]) ?? 0 : 4
@@ -63,8 +65,9 @@ do {
     fail("\(error)")
 }
 
-/// Saves `group`'s next generation over and over, printing each once saved.
-@Sendable func saveForever(_ group: AppGroup, from stored: UInt64, in store: TokenStore) -> Never {
+/// Saves `group`'s next generation over and over, printing each once saved; every `clearEvery`th is removed again
+/// once saved (a clear), printed once removed.
+@Sendable func saveForever(_ group: AppGroup, from stored: UInt64, clearEvery: UInt64, in store: TokenStore) -> Never {
     var generation = stored
     while true {
         generation += 1
@@ -74,13 +77,22 @@ do {
             changedAt: Date(timeIntervalSince1970: Double(generation)))
         do {
             try store.save(record)
+            acknowledge("saved", group, generation)
+            if generation % clearEvery == 0 {
+                try store.remove(group)
+                acknowledge("removed", group, generation)
+            }
         } catch {
             fail("\(error)")
         }
-        // One write(2) per line, shorter than PIPE_BUF: lines of several threads do not mix.
-        let line = Array("saved \(group.name) \(generation)\n".utf8)
-        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     }
+}
+
+/// Prints "<event> <group> <generation>" in one write(2), shorter than PIPE_BUF: lines of several threads do not
+/// mix.
+@Sendable func acknowledge(_ event: String, _ group: AppGroup, _ generation: UInt64) {
+    let line = Array("\(event) \(group.name) \(generation)\n".utf8)
+    _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
 }
 
 if threaded {
@@ -92,7 +104,7 @@ if threaded {
             fail("\(error)")
         }
         let store = store
-        Thread.detachNewThread { saveForever(group, from: stored, in: store) }
+        Thread.detachNewThread { saveForever(group, from: stored, clearEvery: clearEvery, in: store) }
     }
     while true { pause() }
 }
