@@ -35,7 +35,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     private let owner = Atomic<UInt>(0)
     /// The loop, for timers: touched only on its thread.
     private nonisolated(unsafe) var loop: MainLoop?
-    /// Inside ``runQueued()``, which takes what the loop's thread queues meanwhile without a wake-up: touched only
+    /// Inside ``runRounds()``, which takes what the loop's thread queues meanwhile without a wake-up: touched only
     /// on the loop's thread.
     private nonisolated(unsafe) var draining = false
     /// Work queued by a handler of the loop, on its thread, to run when the handler returns: touched only on the
