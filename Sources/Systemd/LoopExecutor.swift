@@ -38,9 +38,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// Inside ``runRounds()``, which takes what the loop's thread queues meanwhile without a wake-up: touched only
     /// on the loop's thread.
     private nonisolated(unsafe) var draining = false
-    /// Work queued by a handler of the loop, on its thread, to run when the handler returns: touched only on the
-    /// loop's thread.
-    private nonisolated(unsafe) var queuedByHandler = false
 
     /// How many times one wake-up takes the queue again, for what the jobs it ran queued.
     public static let roundsPerWakeUp = 8
@@ -66,11 +63,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     public func attach(to loop: MainLoop) throws(SystemdError) {
         owner.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
         self.loop = loop
-        loop.afterDispatch = { [unowned self] in
-            guard queuedByHandler else { return }
-            queuedByHandler = false
-            runRounds()
-        }
+        loop.afterDispatch = { [unowned self] in runRounds() }
         try loop.onReadable(descriptor) { [self] in
             var count: eventfd_t = 0
             _ = eventfd_read(descriptor, &count)
@@ -142,9 +135,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
         guard wake else { return }
         // One write per batch: the loop takes the whole queue when it wakes. None from the loop's own thread while
         // it drains the queue (it takes this work in its next round) or runs a handler (the work runs when the
-        // handler returns); `draining` and `queuedByHandler` are touched only there.
+        // handler returns); `draining` and the loop's flags are touched only there.
         if isCurrent, let loop, draining || loop.isDispatching {
-            if !draining { queuedByHandler = true }
+            if !draining { loop.workQueuedByHandler = true }
             return
         }
         _ = eventfd_write(descriptor, 1)

@@ -26,8 +26,9 @@ public final class MainLoop {
     private var sources: [ObjectIdentifier: EventSource] = [:]
     /// Whether a source's handler is running now.
     fileprivate(set) var isDispatching = false
-    /// Runs after each handler, before the loop waits again: the executor's work that the handler queued
-    /// (``LoopExecutor/attach(to:)``).
+    /// Set by the loop's executor when a handler queued work (``LoopExecutor/attach(to:)``): ``afterDispatch``
+    /// runs it when the handler returns, before the loop waits again. A handler that queued nothing costs a test.
+    var workQueuedByHandler = false
     var afterDispatch: (() -> Void)?
 
     /// Creates an empty loop for the calling thread.
@@ -185,7 +186,10 @@ public final class EventSource {
         loop.isDispatching = true
         withExtendedLifetime(source) { source.handler(events) }
         loop.isDispatching = false
-        loop.afterDispatch?()
+        if loop.workQueuedByHandler {
+            loop.workQueuedByHandler = false
+            loop.afterDispatch?()
+        }
         return 0
     }
 
