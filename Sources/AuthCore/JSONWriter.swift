@@ -104,14 +104,7 @@ package struct JSONWriter: Sendable {
 
     /// Appends `members` as an object of strings, sorted by name.
     package mutating func stringMap(_ members: [String: String]) {
-        bytes.append(UInt8(ascii: "{"))
-        for (index, name) in members.keys.sorted().enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            string(name)
-            bytes.append(UInt8(ascii: ":"))
-            string(members[name]!)
-        }
-        bytes.append(UInt8(ascii: "}"))
+        object(members) { $0.string($1) }
     }
 
     /// Appends `value`, objects with their members sorted by name; a number as its literal.
@@ -129,15 +122,20 @@ package struct JSONWriter: Sendable {
             }
             bytes.append(UInt8(ascii: "]"))
         case .object(let members):
-            bytes.append(UInt8(ascii: "{"))
-            for (index, name) in members.keys.sorted().enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                string(name)
-                bytes.append(UInt8(ascii: ":"))
-                self.value(members[name]!)
-            }
-            bytes.append(UInt8(ascii: "}"))
+            object(members) { $0.value($1) }
         }
+    }
+
+    /// Appends `members` as an object, sorted by name, each value written by `write`.
+    private mutating func object<Member>(_ members: [String: Member], _ write: (inout JSONWriter, Member) -> Void) {
+        bytes.append(UInt8(ascii: "{"))
+        for (index, (name, member)) in members.sorted(by: { $0.key < $1.key }).enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            string(name)
+            bytes.append(UInt8(ascii: ":"))
+            write(&self, member)
+        }
+        bytes.append(UInt8(ascii: "}"))
     }
 
     private mutating func escape(_ byte: UInt8) {
