@@ -13,24 +13,23 @@ public final class ConnectionCounters: Sendable {
         case noResources
     }
 
-    private let open = Atomic<Int>(0)
+    private let live = Atomic<Int>(0)
     private let refusals = Mutex<[UInt64]>(Array(repeating: 0, count: Refusal.allCases.count))
 
     public init() {}
 
-    /// The connections open now.
-    public var openConnections: Int { open.load(ordering: .relaxed) }
+    /// The connections the server holds now: open, or closed while a call of theirs still returns. Counted from
+    /// the connection's making to its release, so a connection that something keeps after it closed shows here.
+    public var connections: Int { live.load(ordering: .relaxed) }
 
     /// The refusals of `reason` since the start.
     public func refused(_ reason: Refusal) -> UInt64 {
         refusals.withLock { $0[Refusal.allCases.firstIndex(of: reason)!] }
     }
 
-    func opened() {
-        open.add(1, ordering: .relaxed)
-    }
+    func held() { live.add(1, ordering: .relaxed) }
 
-    func closed() { open.subtract(1, ordering: .relaxed) }
+    func released() { live.subtract(1, ordering: .relaxed) }
 
     func count(_ reason: Refusal) {
         refusals.withLock { $0[Refusal.allCases.firstIndex(of: reason)!] += 1 }

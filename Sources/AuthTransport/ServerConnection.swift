@@ -93,12 +93,15 @@ final class ServerConnection {
     @exclusivity(unchecked) private var lastMessage = ContinuousClock.now
     /// When the first byte of a message still incomplete arrived.
     @exclusivity(unchecked) private var partialSince: ContinuousClock.Instant?
-    /// The calls' replies, for the tasks that run them.
-    private(set) lazy var replies = VarlinkReplies(connection: LoopBound(self, executor: executor))
+    /// Whether the connection is open, for the replies of its calls (which hold the connection, not the other way).
+    private let openState = ConnectionOpenState()
+    /// Where the connection is counted while it lives (``ConnectionCounters/connections``).
+    private let counters: ConnectionCounters
 
     init(
         descriptor: Int32, peer: PeerCredentials, limits: ConnectionLimits, handler: any VarlinkCallHandler,
-        server: VarlinkServer, executor: LoopExecutor, logger: Logger, throttle: LogThrottle
+        server: VarlinkServer, executor: LoopExecutor, logger: Logger, throttle: LogThrottle,
+        counters: ConnectionCounters
     ) {
         self.descriptor = descriptor
         self.peer = peer
@@ -110,7 +113,13 @@ final class ServerConnection {
         self.logger = logger
         self.throttle = throttle
         self.decoder = VarlinkFrameDecoder(maximumMessageSize: limits.maximumMessageSize)
+        self.counters = counters
+        counters.held()
     }
+
+    // Counted until the object is gone, not until the socket is: a connection that something still holds after
+    // it closed stays in the count.
+    deinit { counters.released() }
 
     /// Watches the socket through `poller` and arms the idle timeout on `loop`.
     func start(on loop: MainLoop, poller: ConnectionPoller) throws(VarlinkServerError) {
@@ -209,7 +218,10 @@ final class ServerConnection {
     private func startCalls(first: VarlinkCall?, size: Int) {
         ranTask = true
         let connection = LoopBound(self, executor: executor)
-        let (handler, peer, identity, replies) = (handler, peer, identity, replies)
+        // The task's replies: they, and what the handler keeps of them (a subscription), hold the connection
+        // until the task ends.
+        let replies = VarlinkReplies(connection: connection, state: openState)
+        let (handler, peer, identity) = (handler, peer, identity)
         running = Task(executorPreference: executor) {
             var next: (call: VarlinkCall?, size: Int)? = (first, size)
             while let (call, size) = next {
@@ -379,7 +391,7 @@ final class ServerConnection {
         Glibc.close(descriptor)
         output = []
         written = 0
-        replies.connectionClosed()
+        openState.close()
         server.closed(self)
         if let running {
             closeIsTheTasksToReport = true

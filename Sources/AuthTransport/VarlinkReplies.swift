@@ -9,22 +9,26 @@ import Systemd
 /// not wait for the peer to read either: unsent bytes count against the connection's bound, and a peer that
 /// stops reading is closed. A `more` call can so stream replies from outside its own task (events fanned out to
 /// many connections), while ``backlog`` tells how far behind the connection is.
+///
+/// Ownership points one way: the replies hold their connection (while a task, or a subscription, keeps them), and
+/// the connection holds nothing of them; what they share is the connection's ``ConnectionOpenState``.
 public final class VarlinkReplies: Sendable {
     private enum Destination {
-        case connection(LoopBound<ServerConnection>)
+        case connection(LoopBound<ServerConnection>, ConnectionOpenState)
         case function(VarlinkSend)
     }
 
     private let destination: Destination
-    private let isOpen = Atomic<Bool>(true)
     /// Messages handed to the loop from another thread and not yet written.
     private let handedOver = Atomic<Int>(0)
 
     /// Replies that go to `send`, for a transport of another kind or a test; their ``backlog`` is always 0.
     public init(send: @escaping VarlinkSend) { destination = .function(send) }
 
-    /// A connection's replies.
-    init(connection: LoopBound<ServerConnection>) { destination = .connection(connection) }
+    /// A connection's replies, open while `state` says the connection is.
+    init(connection: LoopBound<ServerConnection>, state: ConnectionOpenState) {
+        destination = .connection(connection, state)
+    }
 
     /// Replies that go nowhere: a `oneway` call's.
     public static let discarded = VarlinkReplies { _ in }
@@ -34,8 +38,8 @@ public final class VarlinkReplies: Sendable {
     /// - Throws: ``VarlinkSendError`` once the connection is gone.
     public func send(_ message: [UInt8]) throws(VarlinkSendError) {
         switch destination {
-        case .connection(let connection):
-            guard isOpen.load(ordering: .acquiring) else { throw VarlinkSendError(cause: ConnectionClosed()) }
+        case .connection(let connection, let state):
+            guard state.isOpen else { throw VarlinkSendError(cause: ConnectionClosed()) }
             if connection.executor.isCurrent {
                 connection.value.append(message)
             } else {
@@ -57,9 +61,16 @@ public final class VarlinkReplies: Sendable {
     /// The messages handed over and not yet written to the connection: more than a few means its loop is
     /// falling behind.
     public var backlog: Int { handedOver.load(ordering: .relaxed) }
+}
 
-    /// The connection closed: later sends throw.
-    func connectionClosed() { isOpen.store(false, ordering: .releasing) }
+/// Whether a connection is open, shared by the connection and the replies of its calls: the connection sets it
+/// as it closes, so that later sends throw, without holding the replies (which hold the connection).
+final class ConnectionOpenState: Sendable {
+    private let open = Atomic<Bool>(true)
+
+    var isOpen: Bool { open.load(ordering: .acquiring) }
+
+    func close() { open.store(false, ordering: .releasing) }
 }
 
 /// The connection a reply was for is closed.

@@ -223,7 +223,7 @@ public final class VarlinkServer {
         }
         let connection = ServerConnection(
             descriptor: descriptor, peer: peer, limits: limits, handler: handler, server: self, executor: executor,
-            logger: logger, throttle: throttle)
+            logger: logger, throttle: throttle, counters: configuration.counters)
         do {
             guard let poller else { throw VarlinkServerError(message: "the server is stopped") }
             try connection.start(on: loop, poller: poller)
@@ -234,14 +234,12 @@ public final class VarlinkServer {
             return
         }
         connections[ObjectIdentifier(connection)] = connection
-        configuration.counters.opened()
     }
 
     /// Called by a connection as it closes.
     func closed(_ connection: ServerConnection) {
         guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
         admission.release(connection.peer.uid)
-        configuration.counters.closed()
     }
 
     private func refused(_ peer: PeerCredentials, _ refusal: ConnectionAdmission.Refusal) {

@@ -65,7 +65,7 @@ enum MetricFamily: String, CaseIterable, Sendable {
                 + "holderGone when its holder's connection closed)"
         case .calls: "Calls answered, by method and result (field result: ok, or the error's name)"
         case .denials: "Calls refused because the caller may not use the group, by method"
-        case .connections: "Client connections open now"
+        case .connections: "Client connections the daemon holds: open, or closed while a call of theirs returns"
         case .connectionsRefused:
             "Connections closed at once or not accepted, by reason (serverFull, userFull, noResources)"
         case .subscribers: "Subscriptions to groups' events open now"

@@ -70,7 +70,7 @@ struct MetricsCallHandler: VarlinkCallHandler {
                 name: MetricFamily.denials.name, fields: [("method", method?.rawValue ?? "unknown")],
                 value: .unsigned(count))
         }
-        writer.append(name: MetricFamily.connections.name, value: .unsigned(UInt64(connections.openConnections)))
+        writer.append(name: MetricFamily.connections.name, value: .unsigned(UInt64(connections.connections)))
         for reason in ConnectionCounters.Refusal.allCases {
             writer.append(
                 name: MetricFamily.connectionsRefused.name, fields: [("reason", reason.rawValue)],
