@@ -14,7 +14,19 @@ public protocol ServiceClock: Sendable {
     /// The wall-clock time now.
     var now: Date { get }
 
-    /// Runs `action` once `delay` has passed. Timers are not cancelled: `action` checks whether it is still
-    /// wanted (its owner keeps an id for that).
-    func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void)
+    /// Runs `action` once `delay` has passed, unless the returned timer is cancelled first. Its owner cancels it
+    /// when its reason ends early (a wait answered, a claim ended), so that neither the timer nor what `action`
+    /// holds outlives that reason; `action` still checks that it is wanted, as a cancel may cross its firing.
+    func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) -> ServiceTimer
+}
+
+/// A timer armed on a ``ServiceClock``.
+public struct ServiceTimer: Sendable {
+    private let cancelling: @Sendable () -> Void
+
+    /// A timer that `cancel` disarms.
+    public init(cancel: @escaping @Sendable () -> Void) { cancelling = cancel }
+
+    /// Disarms the timer and lets its action go: it does not run, unless it has started already.
+    public func cancel() { cancelling() }
 }

@@ -34,7 +34,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// The loop's thread, once attached.
     private let owner = Atomic<UInt>(0)
     /// The loop, for timers: touched only on its thread.
-    private nonisolated(unsafe) var loop: MainLoop?
+    fileprivate nonisolated(unsafe) var loop: MainLoop?
     /// Inside ``runRounds()``, which takes what the loop's thread queues meanwhile without a wake-up: touched only
     /// on the loop's thread.
     private nonisolated(unsafe) var draining = false
@@ -104,19 +104,17 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
         submit(.closure(body))
     }
 
-    /// Runs `body` on the loop's thread once `delay` has passed (CLOCK_MONOTONIC): a timer of the loop. Callable
-    /// from any thread.
-    public func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) {
-        guard isCurrent, let loop else {
-            return execute { [self] in schedule(after: delay, body) }
+    /// Runs `body` on the loop's thread once `delay` has passed (CLOCK_MONOTONIC): a timer of the loop, which
+    /// ``LoopTimer/cancel()`` disarms. Callable from any thread.
+    @discardableResult
+    public func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) -> LoopTimer {
+        let timer = LoopTimer(executor: self, body: body)
+        if isCurrent {
+            timer.arm(after: delay)
+        } else {
+            execute { timer.arm(after: delay) }
         }
-        var source: EventSource?
-        source = try? loop.after(delay) {
-            source?.cancel()
-            source = nil
-            body()
-        }
-        if source == nil { execute(body) }
+        return timer
     }
 
     public func checkIsolated() {
@@ -164,6 +162,49 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
             }
         }
         if queue.withLock({ !$0.isEmpty }) { _ = eventfd_write(descriptor, 1) }
+    }
+}
+
+/// A timer of a ``LoopExecutor``'s loop (``LoopExecutor/schedule(after:_:)``). Firing or cancelling it lets its
+/// source and its body go at once, not when the delay would have run out.
+public final class LoopTimer: Sendable {
+    private let executor: LoopExecutor
+    /// The source and the body, touched only on the loop's thread.
+    private nonisolated(unsafe) var source: EventSource?
+    private nonisolated(unsafe) var body: (@Sendable () -> Void)?
+
+    fileprivate init(executor: LoopExecutor, body: @escaping @Sendable () -> Void) {
+        self.executor = executor
+        self.body = body
+    }
+
+    /// On the loop's thread: arms the source, unless the timer was cancelled first.
+    fileprivate func arm(after delay: Duration) {
+        guard body != nil, let loop = executor.loop else { return }
+        // The source holds the timer until it fires or is cancelled; either drops the source.
+        source = try? loop.after(delay) { [self] in fire() }
+        if source == nil { fire() }
+    }
+
+    private func fire() {
+        let body = body
+        cancelOnLoop()
+        body?()
+    }
+
+    /// Disarms the timer: its body does not run, unless it has started already. Callable from any thread.
+    public func cancel() {
+        if executor.isCurrent {
+            cancelOnLoop()
+        } else {
+            executor.execute { [self] in cancelOnLoop() }
+        }
+    }
+
+    private func cancelOnLoop() {
+        source?.cancel()
+        source = nil
+        body = nil
     }
 }
 

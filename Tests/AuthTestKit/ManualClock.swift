@@ -14,6 +14,7 @@ import Synchronization
 /// ```
 public final class ManualClock: ServiceClock {
     private struct Timer {
+        var id: Int
         var due: Date
         var order: Int
         var action: @Sendable () async -> Void
@@ -71,13 +72,17 @@ public final class ManualClock: ServiceClock {
         await armed.wait(until: count, timeout: timeout)
     }
 
-    public func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) {
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) -> ServiceTimer {
         let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-        state.withLock { state in
+        let id = state.withLock { state in
             state.armed += 1
-            state.timers.append(Timer(due: state.now.addingTimeInterval(seconds), order: state.armed, action: action))
+            state.timers.append(
+                Timer(
+                    id: state.armed, due: state.now.addingTimeInterval(seconds), order: state.armed, action: action))
+            return state.armed
         }
         armed.increment()
+        return ServiceTimer { [self] in state.withLock { $0.timers.removeAll { $0.id == id } } }
     }
 
     private func takeDueTimer() -> Timer? {

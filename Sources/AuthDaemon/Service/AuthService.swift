@@ -57,7 +57,11 @@ public actor AuthService {
     private var hub: SubscriptionHub
     private var flushes = FlushCoordinator<CheckedContinuation<ClearResult, Never>>()
     private var writes = WriteQueue<CheckedContinuation<Void, Never>>()
-    private var waiters = WaitList<CheckedContinuation<Void, Never>>()
+    private var waiters = WaitList<TokenWaiter>()
+    /// The timers of the refresh claims' leases, by group, with the claim each is for.
+    private var leaseTimers: [AppGroup: (claim: UInt64, timer: ServiceTimer)] = [:]
+    /// The timers bounding the flushes that clears wait for, by group.
+    private var flushTimers: [AppGroup: ServiceTimer] = [:]
     /// The groups' expiry deadlines (R13, R14).
     private var expiry = ExpiryScheduler()
     /// What the metrics count of the groups and the store.
@@ -225,8 +229,8 @@ public actor AuthService {
             if table.add(group) { countsMayHaveChanged() }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
-                    waiters.add(group, id: id, continuation)
-                    clock.schedule(after: timeout) { [weak self] in await self?.endWait(group, id) }
+                    let bound = clock.schedule(after: timeout) { [weak self] in await self?.endWait(group, id) }
+                    waiters.add(group, id: id, TokenWaiter(continuation: continuation, bound: bound))
                 }
             } onCancel: {
                 Task { [weak self] in await self?.endWait(group, id) }
@@ -290,6 +294,7 @@ public actor AuthService {
     /// - Returns: Whether `holder` held the claim.
     public func releaseRefresh(_ group: AppGroup, generation: UInt64, holder: UInt64?) -> Bool {
         guard table.releaseRefresh(group, generation: generation, holder: holder) else { return false }
+        leaseEnded(group)
         metrics.claim(group, .released)
         logClaimEnded(group, generation: generation, why: "released by its holder")
         return true
@@ -299,6 +304,7 @@ public actor AuthService {
     /// goes out again, so that another app refreshes (the claimant exited or crashed inside its fetch).
     public func connectionClosed(_ holder: UInt64) {
         for (group, event) in table.connectionClosed(holder, now: clock.now) {
+            leaseEnded(group)
             metrics.claim(group, .holderGone)
             logClaimEnded(group, generation: table[group]?.generation ?? 0, why: "its holder's connection closed")
             sendJwtError(event, to: group)
@@ -308,10 +314,17 @@ public actor AuthService {
     /// Arms the timer of a claim's lease: when it runs out, unless renewed, the claim ends.
     private func armLease(of group: AppGroup, claim id: UInt64, after seconds: TimeInterval) {
         let wait = Duration.milliseconds(Int64((max(seconds, 0) * 1000).rounded(.up)))
-        clock.schedule(after: wait) { [weak self] in await self?.leaseTimerFired(group, claim: id) }
+        let timer = clock.schedule(after: wait) { [weak self] in await self?.leaseTimerFired(group, claim: id) }
+        leaseTimers.updateValue((id, timer), forKey: group)?.timer.cancel()
+    }
+
+    /// The group's claim ended before its lease: its timer goes.
+    private func leaseEnded(_ group: AppGroup) {
+        leaseTimers.removeValue(forKey: group)?.timer.cancel()
     }
 
     private func leaseTimerFired(_ group: AppGroup, claim id: UInt64) {
+        if leaseTimers[group]?.claim == id { leaseTimers[group] = nil }
         switch table.leaseTimerFired(group, claim: id, now: clock.now) {
         case .gone:
             break
@@ -377,7 +390,9 @@ public actor AuthService {
                     subscriptionEnded(ended)
                 }
             }
-            clock.schedule(after: flushTimeout) { [weak self] in await self?.flushTimedOut(group, id) }
+            flushTimers[group] = clock.schedule(after: flushTimeout) { [weak self] in
+                await self?.flushTimedOut(group, id)
+            }
         }
     }
 
@@ -389,6 +404,7 @@ public actor AuthService {
         _ flush: FlushCoordinator<CheckedContinuation<ClearResult, Never>>.Finished?, of group: AppGroup
     ) {
         guard let flush else { return }
+        flushTimers.removeValue(forKey: group)?.cancel()
         if !flush.result.confirmed {
             logger.warning(
                 "Clearing without every app's flush acknowledgement",
@@ -412,6 +428,7 @@ public actor AuthService {
         metrics.storeWritten(taking: started.duration(to: .now), failed: false)
         metrics.cleared(group)
         let event = table.commitClear(group, cause: cause.rawValue, now: clock.now)
+        leaseEnded(group)
         snapshot.set(group, token: nil, generation: event.generation)
         countsMayHaveChanged()
         expiry.remove(group)
@@ -567,6 +584,7 @@ public actor AuthService {
             }
             // The actor may have run other calls during the write, but none wrote this group.
             let committed = table.commit(record)
+            if committed.endedClaim != nil { leaseEnded(group) }
             if token != nil { metrics.tokenSet(group, at: .now) }
             snapshot.set(group, token: token, generation: record.generation)
             countsMayHaveChanged()
@@ -618,5 +636,17 @@ public actor AuthService {
     private func makeID() -> UInt64 {
         lastID += 1
         return lastID
+    }
+}
+
+/// A WaitForToken call waiting for another token, with the timer that bounds its wait: whichever ends the wait
+/// first, the other goes with it.
+private struct TokenWaiter {
+    var continuation: CheckedContinuation<Void, Never>
+    var bound: ServiceTimer
+
+    func resume() {
+        bound.cancel()
+        continuation.resume()
     }
 }

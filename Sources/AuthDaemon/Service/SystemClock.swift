@@ -21,14 +21,16 @@ public struct SystemClock: ServiceClock {
 
     public var now: Date { Date() }
 
-    public func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) {
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) -> ServiceTimer {
         guard let executor else {
-            Task {
+            let task = Task {
                 try? await Task.sleep(for: delay)
+                guard !Task.isCancelled else { return }
                 await action()
             }
-            return
+            return ServiceTimer { task.cancel() }
         }
-        executor.schedule(after: delay) { Task(executorPreference: executor) { await action() } }
+        let timer = executor.schedule(after: delay) { Task(executorPreference: executor) { await action() } }
+        return ServiceTimer { timer.cancel() }
     }
 }
