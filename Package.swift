@@ -219,6 +219,7 @@ let package = Package(
             name: "AuthTestKit",
             dependencies: [
                 "AuthCore",
+                "Systemd",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -9,13 +9,13 @@ import Systemd
 /// An sd-event loop with its executor on a thread of its own, for one test: what the daemon's main thread is.
 /// The test reaches it only through ``run(_:)``, which runs a closure on the loop's thread and hands back its
 /// result.
-final class TestLoop: Sendable {
-    let executor: LoopExecutor
+public final class TestLoop: Sendable {
+    public let executor: LoopExecutor
     private let thread: Mutex<pthread_t?> = Mutex(nil)
     /// The loop, touched only on its thread.
     private nonisolated(unsafe) var loop: MainLoop?
 
-    init() throws {
+    public init() throws {
         executor = try LoopExecutor()
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
@@ -43,14 +43,14 @@ final class TestLoop: Sendable {
     }
 
     /// Runs `body` on the loop's thread, with the loop.
-    func run<T: Sendable>(_ body: @escaping @Sendable (MainLoop) throws -> T) async throws -> T {
+    public func run<T: Sendable>(_ body: @escaping @Sendable (MainLoop) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             executor.execute { [self] in continuation.resume(with: Result { try body(loop!) }) }
         }
     }
 
     /// Ends the loop after what was queued before, and waits for its thread.
-    func stop() {
+    public func stop() {
         executor.execute { [self] in loop?.exit() }
         if let thread = thread.withLock({ $0 }) { pthread_join(thread, nil) }
     }

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthCore
+import AuthProtocol
+import AuthStore
+import AuthTestKit
+import AuthTransport
+import Foundation
+import Logging
+import Systemd
+import Testing
+
+@testable import AuthDaemon
+
+/// Nothing a connection makes outlives it (issue 36): the daemon's handler (com.exponea.Auth and
+/// io.systemd.Metrics over org.varlink.service) served by a `VarlinkServer` on a loop with its executor, as in the
+/// daemon, and clients that open and close connections of every kind. Once they are gone the server holds no
+/// connection object, the service's clock no timer (a claim's lease, a wait's bound, a flush's bound), the group no
+/// subscription and no claim.
+@Suite("What a connection makes dies with it")
+struct ConnectionLifetimeTests {
+    final class Fixture: Sendable {
+        let directory: TemporaryDirectory
+        let loop: TestLoop
+        let clock = ManualClock(Date())
+        let service: AuthService
+        let counters = ConnectionCounters()
+        let server: LoopBound<VarlinkServer>
+        let path: String
+        /// The refusals and closings of a thousand connections are not the test's output.
+        static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+        init() async throws {
+            directory = try TemporaryDirectory(prefix: "authd-lifetime")
+            path = directory.appending("io.socket")
+            let store = try TokenStore(
+                directory: directory.appending("state"), key: StoreKey(material: Array(repeating: 7, count: 32)),
+                logger: Self.quiet)
+            let service = AuthService(
+                store: store, records: [], clock: clock, storeExecutor: StoreWriters.shared,
+                logger: Self.quiet)
+            self.service = service
+            let access = AccessControl(owner: getuid())
+            let calls = CallCounters()
+            let handler = VarlinkServiceHandler(
+                vendor: "test", product: "test", version: "0", url: "",
+                interfaces: [
+                    (
+                        AuthInterface.name, AuthInterface.description,
+                        AuthCallDispatcher(service: service, access: access, calls: calls, logger: Self.quiet)
+                    ),
+                    (
+                        MetricsInterface.name, MetricsInterface.description,
+                        MetricsCallHandler(
+                            service: service, access: access, calls: calls, connections: counters,
+                            lifetime: DaemonLifetime(version: "0", started: .now))
+                    ),
+                ])
+            var configuration = VarlinkServer.Configuration(listen: .path(path, mode: 0o600))
+            configuration.counters = counters
+            let loop = try TestLoop()
+            self.loop = loop
+            server = try await loop.run { [configuration] mainLoop in
+                let server = VarlinkServer(
+                    configuration: configuration, handler: handler, loop: mainLoop, executor: loop.executor,
+                    logger: Self.quiet)
+                try server.start()
+                return LoopBound(server, executor: loop.executor)
+            }
+        }
+
+        func stop() async throws {
+            try await loop.run { [server] _ in server.value.stop() }
+            loop.stop()
+            directory.remove()
+        }
+
+        func client() throws -> UnixClient { try UnixClient(path: path) }
+
+        /// Waits until the server holds `count` connection objects. A peer's close reaches the server after the
+        /// peer is gone, and a closed connection's last task ends after that, with no event a client can see:
+        /// so this reads the count every 10 ms, for at most `timeout` (a connection that is never released
+        /// leaves it above `count` and the test fails).
+        func waitUntilHeld(_ count: Int, timeout: Duration = .seconds(20)) async throws -> Bool {
+            let deadline = ContinuousClock.now + timeout
+            while counters.connections != count {
+                guard ContinuousClock.now < deadline else { return false }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            return true
+        }
+    }
+
+    static let group = "shop"
+    static func call(_ method: String, _ parameters: String, more: Bool = false) -> String {
+        #"{"method":"\#(method)","parameters":\#(parameters)\#(more ? #","more":true"# : "")}"#
+    }
+
+    /// How many connections of each kind: enough that one kept each time stands out.
+    static let rounds = 200
+
+    @Test func everyKindOfConnectionIsReleasedWithAllItMade() async throws {
+        let fixture = try await Fixture()
+        let token = TestJWT().token(expiringIn: 3600, ids: ["registered": "alice"])
+        let group = Self.group
+        let set = try await offPool {
+            let client = try fixture.client()
+            defer { client.close() }
+            return try client.exchange(
+                Self.call("com.exponea.Auth.SetToken", #"{"group":"\#(group)","token":"\#(token)"}"#))
+        }
+        #expect(set.contains(#""generation":1"#))
+
+        typealias Kind = @Sendable (UnixClient) throws -> Void
+        let kinds: [(String, Kind)] = [
+            ("connect, close", { _ in }),
+            ("half a message", { try $0.send(#"{"method":"com.exponea.Au"#, terminated: false) }),
+            (
+                "GetToken",
+                { _ = try $0.exchange(Self.call("com.exponea.Auth.GetToken", #"{"group":"\#(group)"}"#)) }
+            ),
+            (
+                "Subscribe",
+                { _ = try $0.exchange(Self.call("com.exponea.Auth.Subscribe", #"{"group":"\#(group)"}"#, more: true)) }
+            ),
+            (
+                "ClaimRefresh",
+                {
+                    let reply = try $0.exchange(
+                        Self.call("com.exponea.Auth.ClaimRefresh", #"{"group":"\#(group)","generation":1}"#))
+                    // Granted each time: the claim of the connection before ended with it.
+                    guard reply.contains(#""granted":true"#) else { throw POSIXError(.EBUSY) }
+                }
+            ),
+            (
+                "metrics List",
+                { _ = try $0.exchange(Self.call("io.systemd.Metrics.List", "{}", more: true)) }
+            ),
+        ]
+        for (name, kind) in kinds {
+            try await offPool {
+                for _ in 0..<Self.rounds {
+                    let client = try fixture.client()
+                    defer { client.close() }
+                    try kind(client)
+                }
+            }
+            #expect(try await fixture.waitUntilHeld(0), "\(name): connections outlived their clients")
+        }
+
+        // WaitForToken: each waits until its bound is armed (the call is in the service), then its caller leaves.
+        let armedBefore = fixture.clock.armedCount
+        for round in 1...Self.rounds {
+            let client = try fixture.client()
+            try client.send(
+                Self.call(
+                    "com.exponea.Auth.WaitForToken", #"{"group":"\#(group)","after":1,"timeoutMs":5000}"#))
+            #expect(await fixture.clock.waitForTimers(armed: armedBefore + round))
+            client.close()
+        }
+        #expect(try await fixture.waitUntilHeld(0), "WaitForToken: connections outlived their clients")
+
+        // A clear whose caller leaves while the group's app has not acknowledged its flush; then the app leaves.
+        let app = try fixture.client()
+        _ = try await offPool {
+            try app.exchange(Self.call("com.exponea.Auth.Subscribe", #"{"group":"\#(group)"}"#, more: true))
+        }
+        let clearer = try fixture.client()
+        try clearer.send(Self.call("com.exponea.Auth.Anonymize", #"{"group":"\#(group)"}"#))
+        let flushRequest = try await offPool { try app.receiveReply() }
+        #expect(flushRequest.contains("flushRequested"))
+        clearer.close()
+        app.close()
+        #expect(try await fixture.waitUntilHeld(0), "the clear's connections outlived their clients")
+
+        // What the service held for those connections is gone too: no timer armed, no subscription, no claim
+        // (another holder is granted the refresh at once).
+        #expect(fixture.clock.pendingCount == 0, "a lease, a wait's bound or a flush's bound outlived its call")
+        #expect(await fixture.service.summaries().allSatisfy { $0.subscribers == 0 })
+        let shop = try AppGroup(group)
+        #expect(await fixture.service.claimRefresh(shop, generation: fixture.service.token(for: shop).generation))
+        try await fixture.stop()
+    }
+}
