@@ -19,10 +19,10 @@
 //         AuthCore (pure rules: no I/O, no clock of its own) --------------+
 //
 //   Systemd (sd-event loop, its executor for Swift concurrency, sd-bus, sd_notify, journal) -> CSystemdShim (loads
-//   libsystemd at first use) -> CSystemd (its headers), CConcurrencyHook (the runtime's global-executor hook);
+//   libsystemd at first use) -> CSystemd (its headers);
 //   AuthTransport (the Varlink server, sources of the loop) -> CEpoll (epoll.h, accept4);
-//   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h); AuthDaemonCommand, AuthCtlCommands -> CProcessControl
-//   (prctl.h: no core dumps)
+//   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h), CProcessControl (prctl.h: the writers' thread name);
+//   AuthDaemonCommand, AuthCtlCommands -> CProcessControl (prctl.h: no core dumps)
 //   authd-bench (exe) -> exponea-authd (the daemon it measures), AuthDaemon (the store's writers) and AuthProtocol
 //   (the per-hop costs in-process)
 //   docs/architecture.md: the modules, who owns which thread, and how a GetToken and a SetToken travel through them
@@ -62,7 +62,6 @@ let package = Package(
         .target(
             name: "Systemd",
             dependencies: [
-                "CConcurrencyHook",
                 "CSystemd",
                 "CSystemdShim",
                 .product(name: "Logging", package: "swift-log"),
@@ -74,7 +73,6 @@ let package = Package(
         .systemLibrary(name: "CTimerFD"),
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(name: "CEpoll"),
-        .systemLibrary(name: "CConcurrencyHook"),
         .systemLibrary(name: "CProcessControl"),
 
         // MARK: The product's own modules
@@ -114,6 +112,7 @@ let package = Package(
                 "AuthTransport",
                 "CTimerFD",
                 "CMalloc",
+                "CProcessControl",
                 "Systemd",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
@@ -134,7 +133,6 @@ let package = Package(
             dependencies: [
                 "AuthDaemon",
                 "AuthStore",
-                "CConcurrencyHook",
                 "CProcessControl",
                 "Systemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -172,6 +170,7 @@ let package = Package(
                 "AuthDaemonCommand",
                 "AuthProtocol",
                 "AuthStore",
+                "AuthTestKit",
                 "CEpoll",
                 "authd-test-app",
                 "exponea-authd",

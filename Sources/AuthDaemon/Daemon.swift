@@ -23,15 +23,14 @@ import Systemd
 ///
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any thread starts
-/// lifecycle.installAsGlobalExecutor()                   // before the first task
 /// try lifecycle.run(logger: logger) { executor throws(DaemonError) in   // until SIGTERM or SIGINT
 ///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: StoreWriters.shared,
 ///                executor: executor, logger: logger)
 /// }
 /// ```
 ///
-/// It owns no thread: the loop whose executor runs its tasks and timers (``LoopExecutor``), and the threads that
-/// write the store (a ``StoreExecutor``), are handed in.
+/// It owns no thread: the loop whose executor runs its service's actor, tasks and timers (``LoopExecutor``), and
+/// the threads that write the store (a ``StoreExecutor``), are handed in.
 public struct Daemon: Sendable {
     /// How the daemon runs.
     public let mode: DaemonMode
@@ -120,7 +119,7 @@ public struct Daemon: Sendable {
         maximumCallsInFlight: Int = defaultMaximumCallsInFlight,
         idleTimeout: Duration = .seconds(defaultIdleTimeoutSeconds),
         storeExecutor: any StoreExecutor,
-        executor: LoopExecutor? = nil,
+        executor: LoopExecutor,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
     ) throws(DaemonError) {
@@ -178,7 +177,8 @@ public struct Daemon: Sendable {
         }
         service = AuthService(
             store: store, records: records, refreshLease: refreshLease, flushTimeout: flushTimeout,
-            clock: SystemClock(executor: executor), storeExecutor: storeExecutor, timer: timer, logger: logger)
+            clock: SystemClock(executor: executor), storeExecutor: storeExecutor, executor: executor, timer: timer,
+            logger: logger)
         let groupCount = records.count
         records = []
         // Reading the records left free memory in the arenas of the threads that read them (about 5 MiB with
@@ -201,13 +201,6 @@ public struct Daemon: Sendable {
                 throw DaemonError(message: "cannot create the directory \(parent): \(reason)")
             }
         }
-    }
-
-    /// The one-line status for `systemctl status`, computed by the service's actor (`clients`: nil when not
-    /// serving yet).
-    func statusLine(clients: Int?) async -> String {
-        let (groups, withToken) = await service.groupCounts()
-        return Self.statusLine(groups: groups, withToken: withToken, clients: clients)
     }
 
     /// The status line from the counts the service last committed, without waiting for its actor.

@@ -168,8 +168,6 @@ struct ExponeaAuthd: ParsableCommand {
             _ = message.withUTF8 { write(2, $0.baseAddress, $0.count) }
             throw ExitCode.failure
         }
-        // Then, before the first task: Swift concurrency runs on the lifecycle's loop, not libdispatch's pool.
-        let onLoop = lifecycle.installAsGlobalExecutor()
 
         let mode: DaemonMode = user ? .user : .system
         let identifier = "exponea-authd"
@@ -181,9 +179,6 @@ struct ExponeaAuthd: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "exponea-authd")
-        if !onLoop {
-            logger.notice("Swift concurrency runs on libdispatch's pool, whose monitor wakes the daemon every second")
-        }
         if let coreDumps {
             logger.warning("Cannot disable core dumps (prctl PR_SET_DUMPABLE): \(coreDumps); set LimitCORE=0")
         }

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import CConcurrencyHook
 import CSystemd
 import Synchronization
 
@@ -11,9 +10,11 @@ import Synchronization
 /// loop (an `eventfd(2)` readable while jobs wait), so that tasks, actors and the loop's own sources (sockets,
 /// timers, signals, the bus) share one thread and one `epoll_wait`.
 ///
-/// Made the process's global executor (``installAsGlobalExecutor()``), it runs every task and every default
-/// actor: no libdispatch or other thread starts for them. As a `TaskExecutor` (`Task(executorPreference:)`) it
-/// keeps one task's nonisolated code on the loop in a process whose global executor is another (a test).
+/// Through public API only (SE-0392, SE-0417): an actor whose `unownedExecutor` is this executor runs on the
+/// loop, and a task started with `Task(executorPreference:)` runs its nonisolated code there. The loop's
+/// callbacks enter such an actor synchronously with `assumeIsolated`: the runtime asks this executor whether the
+/// calling thread is its own (``checkIsolated()``, ``isIsolatingCurrentContext()``), and on the loop's thread it
+/// is. Nothing of the daemon goes to Swift's global executor, so no libdispatch thread starts.
 ///
 /// Each wake-up runs the jobs queued, then those they queued, for at most ``roundsPerWakeUp`` rounds, then lets
 /// the loop poll: a call's hops from task to actor and back run in one turn, and a task that keeps enqueuing more
@@ -42,9 +43,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// How many times one wake-up takes the queue again, for what the jobs it ran queued.
     public static let roundsPerWakeUp = 8
 
-    /// The executor that runs Swift concurrency's global jobs, once installed.
-    private static let global = AtomicLazyReference<LoopExecutor>()
-
     /// An executor with an empty queue; its jobs run once it is attached to a loop.
     ///
     /// - Throws: ``SystemdError`` from `eventfd`.
@@ -68,24 +66,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
             var count: eventfd_t = 0
             _ = eventfd_read(descriptor, &count)
             runRounds()
-        }
-    }
-
-    /// Makes this executor Swift concurrency's global executor; call it before the first task.
-    ///
-    /// - Returns: Whether it took over (false when another hook was already set).
-    @discardableResult
-    public func installAsGlobalExecutor() -> Bool {
-        guard Self.global.storeIfNil(self) === self else { return false }
-        typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
-        let hook: EnqueueGlobalHook = { job, original in
-            guard let executor = LoopExecutor.global.load() else { return original(job) }
-            executor.submit(.job(job))
-        }
-        return withUnsafePointer(to: hook) { pointer in
-            pointer.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: 1) {
-                exauthd_install_enqueue_global_hook($0.pointee) == 1
-            }
         }
     }
 
@@ -120,6 +100,8 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     public func checkIsolated() {
         precondition(isCurrent, "not on the event loop's thread")
     }
+
+    public func isIsolatingCurrentContext() -> Bool? { isCurrent }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)

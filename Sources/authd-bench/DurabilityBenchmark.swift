@@ -3,6 +3,7 @@ import AuthCore
 import AuthDaemon
 import AuthDaemonCommand
 import AuthStore
+import AuthTestKit
 import Foundation
 import Logging
 
@@ -78,8 +79,12 @@ struct DurabilityBenchmark {
         let logger = Logger(label: "pool") { _ in SwiftLogNoOpLogHandler() }
         let store = try TokenStore(
             directory: directory, key: try StoreKey(material: Array(repeating: 9, count: 32)), logger: logger)
+        // The service's actor on a loop of its own, as in the daemon.
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
-            store: store, records: [], storeExecutor: StoreWriters(maximumThreads: threads), logger: logger)
+            store: store, records: [], clock: SystemClock(executor: loop.executor),
+            storeExecutor: StoreWriters(maximumThreads: threads), executor: loop.executor, logger: logger)
         let groups = try (0..<writers).map { try AppGroup("pool-\($0)") }
         let start = monotonicNanoseconds()
         let deadline = start + UInt64(seconds * 1e9)

@@ -4,6 +4,7 @@ import AuthDaemon
 import AuthDaemonCommand
 import AuthProtocol
 import AuthStore
+import AuthTestKit
 import Foundation
 import Logging
 import Synchronization
@@ -24,8 +25,12 @@ struct HopsBenchmark {
         let store = try TokenStore(directory: try settings.scratch.folder("hops-store"), key: key, logger: logger)
         let disk = try TokenStore(
             directory: try settings.scratch.folder("hops-disk", onDisk: true), key: key, logger: logger)
+        // The service's actor on a loop of its own, as in the daemon.
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
-            store: store, records: [], storeExecutor: StoreWriters.shared, logger: logger)
+            store: store, records: [], clock: SystemClock(executor: loop.executor), storeExecutor: StoreWriters.shared,
+            executor: loop.executor, logger: logger)
         let dispatcher = AuthCallDispatcher(service: service, access: AccessControl(owner: getuid()), logger: logger)
         let token = BenchToken.make(exp: Int(Date().timeIntervalSince1970) + 3600, customer: 1)
         _ = try blocking { try await service.setToken(token, for: group) }

@@ -17,8 +17,11 @@ struct AuthCallDispatcherTests {
         let dispatcher: AuthCallDispatcher
         let owner = Caller(pid: 100, uid: 1000, gid: 1000)
         let clock = ManualClock(Date())
+        /// The loop the service's actor runs on, as in the daemon.
+        let loop: TestLoop
 
         init(access: AccessControl? = nil) throws {
+            loop = try TestLoop()
             directory = try TemporaryDirectory(prefix: "authd-dispatch")
             let store = try TokenStore(
                 directory: directory.appending("state"),
@@ -26,7 +29,7 @@ struct AuthCallDispatcherTests {
                 logger: Logger(label: "test")
             )
             service = AuthService(
-                store: store, records: [], clock: clock, storeExecutor: StoreWriters.shared,
+                store: store, records: [], clock: clock, storeExecutor: StoreWriters.shared, executor: loop.executor,
                 logger: Logger(label: "test"))
             dispatcher = AuthCallDispatcher(
                 service: service,
@@ -35,7 +38,10 @@ struct AuthCallDispatcherTests {
             )
         }
 
-        deinit { directory.remove() }
+        deinit {
+            loop.stop()
+            directory.remove()
+        }
 
         /// The replies to one call, each decoded as a JSON object.
         func call(_ json: String, as caller: Caller? = nil) async throws -> [[String: Any]] {
@@ -311,9 +317,11 @@ struct AuthCallDispatcherTests {
         // The subscription's end must finish the flush, before its timeout (which logs a warning) does.
         let logs = LogCapture()
         let clock = ManualClock(Date())
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
             store: store, records: [], flushTimeout: .seconds(10), clock: clock,
-            storeExecutor: StoreWriters.shared, logger: logs.logger())
+            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: logs.logger())
         let dispatcher = AuthCallDispatcher(
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
         let frames = Arrivals<String>()

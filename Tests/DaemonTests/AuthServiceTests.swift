@@ -18,10 +18,13 @@ struct AuthServiceTests {
         let store: TokenStore
         let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
         let service: AuthService
+        /// The loop the service's actor runs on, as in the daemon.
+        let loop: TestLoop
         let shop = try! AppGroup("shop")
         let signer = TestJWT()
 
         init(flushTimeout: Duration = .seconds(2)) throws {
+            loop = try TestLoop()
             directory = try TemporaryDirectory(prefix: "authd-service")
             let key = try StoreKey(material: Array(repeating: 7, count: 32))
             store = try TokenStore(directory: directory.appending("state"), key: key, logger: Logger(label: "test"))
@@ -30,11 +33,14 @@ struct AuthServiceTests {
                 records: [],
                 flushTimeout: flushTimeout,
                 clock: clock,
-                storeExecutor: StoreWriters.shared, logger: Logger(label: "test")
+                storeExecutor: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test")
             )
         }
 
-        deinit { directory.remove() }
+        deinit {
+            loop.stop()
+            directory.remove()
+        }
 
         var now: Date { clock.now }
         func advance(_ seconds: TimeInterval) { clock.advance(by: seconds) }
@@ -403,9 +409,11 @@ struct SubscriptionBoundTests {
             key: StoreKey(material: Array(repeating: 9, count: 32)),
             logger: Logger(label: "test")
         )
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
-            store: store, records: [], maximumSubscribersPerGroup: 2, storeExecutor: StoreWriters.shared,
-            logger: Logger(label: "test"))
+            store: store, records: [], maximumSubscribersPerGroup: 2, clock: SystemClock(executor: loop.executor),
+            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test"))
         let shop = try AppGroup("shop")
         let first = await service.subscribe(shop, pid: 1)
         let second = await service.subscribe(shop, pid: 2)

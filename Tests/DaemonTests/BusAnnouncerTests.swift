@@ -40,8 +40,11 @@ struct BusAnnouncerTests {
             key: StoreKey(material: Array(repeating: 1, count: 32)),
             logger: Logger(label: "test")
         )
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
-            store: store, records: [], storeExecutor: StoreWriters.shared, logger: Logger(label: "test"))
+            store: store, records: [], clock: SystemClock(executor: loop.executor), storeExecutor: StoreWriters.shared,
+            executor: loop.executor, logger: Logger(label: "test"))
         let events = await service.observeAll()
         let forwarding = Task { for await event in events { announcer.announce(event) } }
         defer { forwarding.cancel() }

@@ -56,11 +56,13 @@ struct ServiceExpiryTests {
                 changedAt: clock.now
             ),
         ]
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
             store: try Self.store(directory),
             records: records,
             clock: clock,
-            storeExecutor: StoreWriters.shared, logger: Logger(label: "test")
+            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test")
         )
         let events = await service.observeAll()
         await service.start()
@@ -83,13 +85,14 @@ struct ServiceExpiryTests {
         let directory = try TemporaryDirectory(prefix: "authd-expiry")
         defer { directory.remove() }
         let timer = try WallClockTimer()
+        // The timer's source on the loop the service's actor runs on, as in the daemon.
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
-            store: try Self.store(directory), records: [], storeExecutor: StoreWriters.shared, timer: timer,
-            logger: Logger(label: "test"))
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        try thread.sync { context in
-            try ExpiryTimerSource.watch(timer, on: context.loop, service: service, logger: Logger(label: "test"))
+            store: try Self.store(directory), records: [], clock: SystemClock(executor: loop.executor),
+            storeExecutor: StoreWriters.shared, executor: loop.executor, timer: timer, logger: Logger(label: "test"))
+        try await loop.run { mainLoop in
+            try ExpiryTimerSource.watch(timer, on: mainLoop, service: service, logger: Logger(label: "test"))
         }
         await service.start()
         let events = await service.observeAll()
@@ -113,9 +116,11 @@ struct ServiceExpiryTests {
         let directory = try TemporaryDirectory(prefix: "authd-expiry")
         defer { directory.remove() }
         let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
             store: try Self.store(directory), records: [], clock: clock, storeExecutor: StoreWriters.shared,
-            logger: Logger(label: "test"))
+            executor: loop.executor, logger: Logger(label: "test"))
         let events = await service.observeAll()
         _ = try await service.setToken(TestJWT().token(exp: 1_899_999_000), for: try AppGroup("shop"))
         #expect(await Self.nextEvent(events)?.kind == .tokenRefreshed)  // R6: even an expired token

@@ -22,9 +22,11 @@ struct SubscriptionDropTests {
             directory: directory.appending("state"), key: StoreKey(material: Array(repeating: 2, count: 32)),
             logger: Logger(label: "test"))
         let logs = LogCapture()
+        let loop = try TestLoop()
+        defer { loop.stop() }
         let service = AuthService(
             store: store, records: [], clock: ManualClock(Date(timeIntervalSince1970: 1_900_000_000)),
-            storeExecutor: StoreWriters.shared, logger: logs.logger())
+            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: logs.logger())
         let shop = try AppGroup("shop")
         let stuck = try #require(await service.subscribe(shop, pid: 42))
         let reading = Collector(try #require(await service.subscribe(shop, pid: 43)))

@@ -4,9 +4,10 @@ import Systemd
 
 /// Drives the service's expiry deadlines from a ``WallClockTimer`` watched by a ``MainLoop``: when the timer
 /// fires at the earliest deadline, or reports that the wall clock was set, the service is told; it sends the
-/// events and re-arms the timer. While no deadline is due the loop does not wake for it.
+/// events and re-arms the timer, in the same callback (the service's actor runs on the loop). While no deadline is
+/// due the loop does not wake for it.
 public enum ExpiryTimerSource {
-    /// Watches `timer` on `loop` for `service` for as long as the loop runs.
+    /// Watches `timer` on `loop`, whose executor is `service`'s, for as long as the loop runs.
     ///
     /// - Throws: ``SystemdError`` when the loop cannot watch the timer's descriptor.
     public static func watch(_ timer: WallClockTimer, on loop: MainLoop, service: AuthService, logger: Logger)
@@ -17,9 +18,9 @@ public enum ExpiryTimerSource {
             do {
                 switch try timer.readEvent() {
                 case .fired?:
-                    Task { await service.expiryTimerFired() }
+                    service.assumeIsolated { $0.expiryTimerFired() }
                 case .clockChanged?:
-                    Task { await service.wallClockChanged() }
+                    service.assumeIsolated { $0.wallClockChanged() }
                 case .timedOut?, nil:
                     break
                 }
@@ -30,7 +31,7 @@ public enum ExpiryTimerSource {
                 watching.source?.cancel()
                 watching.source = nil
                 _ = try? loop.after(.seconds(1)) { [unowned loop] in
-                    Task { await service.wallClockChanged() }
+                    service.assumeIsolated { $0.wallClockChanged() }
                     try? watch(timer, on: loop, service: service, logger: logger)
                 }
             }

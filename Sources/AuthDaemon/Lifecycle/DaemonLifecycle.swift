@@ -11,8 +11,8 @@ import Systemd
 
 /// The one owner of the daemon's life: an sd-event loop (``MainLoop``) on the main thread, whose sources are the
 /// control signals, the watchdog's timer, the expiry ``WallClockTimer``, the D-Bus connection, the Varlink
-/// socket and its connections, and the queue of Swift concurrency's jobs (``LoopExecutor``, the process's global
-/// executor): the service's actor runs on this thread too. Between two events the main thread sleeps in one
+/// socket and its connections, and the queue of Swift concurrency's jobs (``LoopExecutor``): the service's actor,
+/// whose executor it is, and the connections' tasks run on this thread too. Between two events the main thread sleeps in one
 /// `epoll_wait`: an idle daemon with no watchdog never wakes. The only other threads are the store's writers
 /// (``StoreWriters``) and, while it runs, the start-up's.
 ///
@@ -21,15 +21,15 @@ import Systemd
 ///    takes signals; a SIGTERM or SIGINT then ends the process at once with status 0 (nothing is half-written:
 ///    every file the start writes is written to a temporary name and renamed).
 /// 2. Serving: the Varlink socket (passed by systemd, or bound), the D-Bus announcer, the expiry timer, then
-///    `READY=1`, `STATUS=` on every change, `WATCHDOG=1` when systemd asked for it (each ping waits for the
-///    service's actor to answer: a hung service stops the pings). SIGHUP reloads the access configuration.
+///    `READY=1`, `STATUS=` on every change, `WATCHDOG=1` when systemd asked for it (pinged by the loop that does
+///    the work, with the service's status line: a hung loop stops the pings). SIGHUP reloads the access
+///    configuration.
 /// 3. Shutdown on SIGTERM or SIGINT: `STOPPING=1`, the server stops accepting and closes its connections, the
 ///    announcer sends what is queued and releases its name, then the loop ends. It is bounded by
 ///    ``stopTimeout``: past it the process ends with status 1 and says what it waited for.
 ///
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any other thread starts
-/// lifecycle.installAsGlobalExecutor()                   // before the first task
 /// try lifecycle.run(logger: logger) { executor throws(DaemonError) in
 ///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: StoreWriters.shared,
 ///                executor: executor, logger: logger)
@@ -46,14 +46,10 @@ public final class DaemonLifecycle {
         case hangUp = 1  // SIGHUP
     }
 
-    /// What the start-up thread and the service's tasks hand back to the loop.
+    /// What the start-up thread hands back to the loop.
     private enum Message: Sendable {
         /// The start-up ended, with the daemon, or why it could not start.
         case started(Result<Daemon, DaemonError>)
-        /// The service sent what its loaded tokens called for; the daemon is ready.
-        case ready(status: String)
-        /// The service answered a watchdog check.
-        case alive(status: String)
     }
 
     /// How long a shutdown may take before the process ends anyway.
@@ -93,15 +89,6 @@ public final class DaemonLifecycle {
         } catch {
             throw DaemonError(message: "cannot create the event loop: \(error)")
         }
-    }
-
-    /// Makes the loop Swift concurrency's global executor: every task and actor of the process runs on it. Call
-    /// it before the first task.
-    ///
-    /// - Returns: Whether the loop took over (false when another executor was already installed).
-    @discardableResult
-    public func installAsGlobalExecutor() -> Bool {
-        executor.installAsGlobalExecutor()
     }
 
     /// Runs the daemon's whole life on the calling thread (the one that created the lifecycle): `start` (on a
@@ -146,28 +133,26 @@ public final class DaemonLifecycle {
             logger.info("Started in \(daemon.mode) mode", metadata: ["authd.status": "\(daemon.committedStatusLine)"])
             self.daemon = daemon
             serve(daemon)
-        case .ready(let status):
-            guard !isStopping else { return }
-            isReady = true
-            if let daemon {
-                daemon.lifetime.becameReady()
-                let (groups, withToken) = daemon.service.committedGroupCounts()
-                var metadata = OperatorEvent.ready.metadata { Logger.MetadataValue.string($0) }
-                metadata["groups"] = "\(groups)"
-                metadata["groups_with_token"] = "\(withToken)"
-                logger.info("Ready: \(status)", metadata: metadata)
-            }
-            self.status = status
-            notifier.notify(.ready, .status(status))
-            // What only the start-up ran need not stay resident.
-            let released = StartupPages.release()
-            logger.debug("Released the start-up's pages", metadata: ["authd.released_kib": "\(released)"])
-            armWatchdog()
-        case .alive(let status):
-            guard !isStopping else { return }
-            notifier.notify(.watchdog, .status(status))
-            armWatchdog()
         }
+    }
+
+    /// The service sent what its loaded tokens called for: the daemon is ready.
+    private func becameReady(_ daemon: Daemon) {
+        guard !isStopping else { return }
+        isReady = true
+        daemon.lifetime.becameReady()
+        let (groups, withToken) = daemon.service.committedGroupCounts()
+        let status = daemon.statusLine(committedWithClients: server?.connectionCount ?? 0)
+        var metadata = OperatorEvent.ready.metadata { Logger.MetadataValue.string($0) }
+        metadata["groups"] = "\(groups)"
+        metadata["groups_with_token"] = "\(withToken)"
+        logger.info("Ready: \(status)", metadata: metadata)
+        self.status = status
+        notifier.notify(.ready, .status(status))
+        // What only the start-up ran need not stay resident.
+        let released = StartupPages.release()
+        logger.debug("Released the start-up's pages", metadata: ["authd.released_kib": "\(released)"])
+        armWatchdog()
     }
 
     /// Serves the socket (and the report socket, when systemd passed it), then follows the service.
@@ -212,28 +197,15 @@ public final class DaemonLifecycle {
             stop()
             return
         }
-        let service = daemon.service
-        let clients = server.connectionCount
-        // The service's events and count changes come as calls on this thread (its actor runs on the loop): to
-        // the bus at once, and to STATUS. From another thread (none in the daemon) they take the inbox's way.
+        // The service's events and count changes come as calls in its turns, on this thread: to the bus at once,
+        // and to STATUS.
         let lifecycle = LoopBound(self, executor: executor)
-        let announcements = announcer?.announcements
-        let executor = executor
-        Task { [inbox] in
-            await service.observeAll { event in
-                if executor.isCurrent { lifecycle.value.announcer?.emit(event) } else { announcements?.announce(event) }
-            }
-            await service.observeCounts {
-                if executor.isCurrent {
-                    lifecycle.value.updateStatus()
-                } else {
-                    executor.execute { lifecycle.value.updateStatus() }
-                }
-            }
-            await service.start()
-            let status = await daemon.statusLine(clients: clients)
-            inbox.send(.ready(status: status))
+        daemon.service.assumeIsolated { service in
+            service.observeAll { event in lifecycle.value.announcer?.emit(event) }
+            service.observeCounts { lifecycle.value.updateStatus() }
+            service.start()
         }
+        becameReady(daemon)
     }
 
     /// Sends STATUS= when the line it shows changed: the counts the service committed, and the connections.
@@ -245,19 +217,18 @@ public final class DaemonLifecycle {
         notifier.notify(.status(line))
     }
 
-    /// Pings the watchdog at half its interval, when systemd asked for one: each ping once the service's actor
-    /// has computed the status line.
+    /// Pings the watchdog at half its interval, when systemd asked for one, from the loop that does the work: a
+    /// loop that hangs (and with it the service's actor, which runs on it) stops the pings.
     private func armWatchdog() {
         guard let interval = notifier.watchdogInterval.map({ $0 / 2 }), let daemon, server != nil else { return }
         if let watchdog {
             watchdog.schedule(after: interval)
         } else {
-            watchdog = try? loop.after(interval) { [unowned self, inbox] in
-                let clients = server?.connectionCount ?? 0
-                Task {
-                    let line = await daemon.statusLine(clients: clients)
-                    inbox.send(.alive(status: line))
-                }
+            watchdog = try? loop.after(interval) { [unowned self] in
+                guard !isStopping else { return }
+                let line = daemon.statusLine(committedWithClients: server?.connectionCount ?? 0)
+                notifier.notify(.watchdog, .status(line))
+                armWatchdog()
             }
         }
     }
@@ -267,12 +238,7 @@ public final class DaemonLifecycle {
         guard let daemon, isReady, !isStopping else { return }
         daemon.reload()
         guard let server else { return }
-        let notifier = notifier
-        let clients = server.connectionCount
-        Task {
-            let line = await daemon.statusLine(clients: clients)
-            notifier.notify(.ready, .status(line))
-        }
+        notifier.notify(.ready, .status(daemon.statusLine(committedWithClients: server.connectionCount)))
     }
 
     /// SIGTERM or SIGINT, or the socket could not be served.

@@ -4,6 +4,7 @@ import AuthProtocol
 import AuthStore
 import Logging
 import Synchronization
+import Systemd
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -28,6 +29,9 @@ import Synchronization
 ///
 /// Store writes happen before memory changes (a failed write leaves the group as it was) and run off the actor:
 /// one group's writes one at a time, in order, other groups' writes and every other call meanwhile.
+///
+/// The actor runs on the daemon's loop: its executor is the loop's ``LoopExecutor``, so its turns, the tasks it
+/// starts and the loop's sources share one thread, and the loop's callbacks enter it with `assumeIsolated`.
 public actor AuthService {
     /// How long a refresh claim holds, unless renewed, when its holder neither sets a token, releases it, nor
     /// closes its connection: the bound for a claimant that is alive but hung. When it ends, the group's
@@ -46,6 +50,8 @@ public actor AuthService {
     /// Events a subscriber may have unread before it is dropped.
     static let subscriberBuffer = 256
 
+    /// The loop the actor runs on.
+    public nonisolated let executor: LoopExecutor
     private let store: TokenStore
     private let storeExecutor: any StoreExecutor
     private let clock: any ServiceClock
@@ -83,6 +89,7 @@ public actor AuthService {
     ///   - records: The records loaded from `store` at start.
     ///   - clock: The wall clock the rules read and the timers they arm (a manual one in tests).
     ///   - storeExecutor: Where the blocking store writes run.
+    ///   - executor: The loop the actor runs on.
     ///   - timer: The wall-clock timer for the expiry deadlines, when the daemon runs one.
     public init(
         store: TokenStore,
@@ -91,11 +98,13 @@ public actor AuthService {
         jwtErrorWindow: TimeInterval = 2,
         flushTimeout: Duration = .seconds(2),
         maximumSubscribersPerGroup: Int = 1024,
-        clock: any ServiceClock = SystemClock(),
+        clock: any ServiceClock,
         storeExecutor: any StoreExecutor,
+        executor: LoopExecutor,
         timer: WallClockTimer? = nil,
         logger: Logger
     ) {
+        self.executor = executor
         self.store = store
         self.storeExecutor = storeExecutor
         self.clock = clock
@@ -116,6 +125,8 @@ public actor AuthService {
             startupEvents += expiry.set(record.group, expiresAt: record.token?.expiresAt, now: now)
         }
     }
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     // MARK: Expiry
 
@@ -232,8 +243,9 @@ public actor AuthService {
                     let bound = clock.schedule(after: timeout) { [weak self] in await self?.endWait(group, id) }
                     waiters.add(group, id: id, TokenWaiter(continuation: continuation, bound: bound))
                 }
-            } onCancel: {
-                Task { [weak self] in await self?.endWait(group, id) }
+            } onCancel: { [executor] in
+                // Called where the cancel happens (the loop, when the caller's connection closes).
+                Task(executorPreference: executor) { [weak self] in await self?.endWait(group, id) }
             }
         }
         let state = table[group]
@@ -420,7 +432,9 @@ public actor AuthService {
     private func removeRecord(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) {
         let started = ContinuousClock.now
         do {
-            try await storeExecutor.run { [store] () throws(TokenStoreError) in try store.remove(group) }
+            try await storeExecutor.run(isolation: self) { [store] () throws(TokenStoreError) in
+                try store.remove(group)
+            }
         } catch {
             metrics.storeWritten(taking: started.duration(to: .now), failed: true)
             throw .storeFailure(error)
@@ -457,8 +471,8 @@ public actor AuthService {
         guard let id = subscribe(group, pid: pid, sink: StreamEventSink(continuation: continuation)) else {
             return nil
         }
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.unsubscribe(group, subscription: id) }
+        continuation.onTermination = { [weak self, executor] _ in
+            Task(executorPreference: executor) { await self?.unsubscribe(group, subscription: id) }
         }
         return stream
     }
@@ -514,7 +528,9 @@ public actor AuthService {
         let id = makeID()
         let (stream, continuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(1024))
         hub.addObserver(id) { continuation.yield($0) }
-        continuation.onTermination = { [weak self] _ in Task { await self?.stopObserving(id) } }
+        continuation.onTermination = { [weak self, executor] _ in
+            Task(executorPreference: executor) { await self?.stopObserving(id) }
+        }
         return stream
     }
 
@@ -574,7 +590,9 @@ public actor AuthService {
             let record = table.record(group, token: token, customerIds: customerIds, now: clock.now)
             let started = ContinuousClock.now
             do throws(TokenStoreError) {
-                try await storeExecutor.run { [store] () throws(TokenStoreError) in try store.save(record) }
+                try await storeExecutor.run(isolation: self) { [store] () throws(TokenStoreError) in
+                    try store.save(record)
+                }
                 metrics.storeWritten(taking: started.duration(to: .now), failed: false)
             } catch {
                 metrics.storeWritten(taking: started.duration(to: .now), failed: true)

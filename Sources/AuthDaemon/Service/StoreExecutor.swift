@@ -6,6 +6,9 @@ import AuthStore
 /// threads do it (the daemon: ``StoreWriters``), and
 /// tests may run the writes inline.
 public protocol StoreExecutor: Sendable {
-    /// Runs `work` off the caller's executor and returns when it is done, with its error.
-    func run(_ work: @escaping @Sendable () throws(TokenStoreError) -> Void) async throws(TokenStoreError)
+    /// Runs `work` off the caller's executor and returns when it is done, with its error. The caller resumes on
+    /// its own isolation (the service's actor, on the loop): the completion comes back by that one path.
+    func run(
+        isolation: isolated (any Actor)?, _ work: @escaping @Sendable () throws(TokenStoreError) -> Void
+    ) async throws(TokenStoreError)
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthStore
+import CProcessControl
 
 #if canImport(Glibc)
     import Glibc
@@ -11,14 +12,17 @@ import AuthStore
 ///
 /// A writer starts when a write finds every running writer busy (up to ``maximumThreads``), and exits after
 /// ``idleExit`` without work: a daemon that is only read has none, and one that wrote a minute ago has none
-/// again. A write's completion resumes its caller's task, and so comes back to the loop through Swift
-/// concurrency's executor, the one path.
+/// again. A write's completion resumes its caller on the caller's isolation (the service's actor), and so comes
+/// back to the loop through its executor, the one path.
 public final class StoreWriters: StoreExecutor, @unchecked Sendable {
     /// The daemon's writers.
     public static let shared = StoreWriters(maximumThreads: defaultThreadCount)
 
     /// How many writes of different groups may fsync at once: `authd-bench --only durability` measures each count.
     public static let defaultThreadCount = 8
+
+    /// The writers' thread name (`/proc/PID/task/TID/comm`).
+    public static let threadName = "store-writer"
 
     /// How long a writer waits for work before it exits.
     public static let idleExit: Duration = .seconds(10)
@@ -54,7 +58,9 @@ public final class StoreWriters: StoreExecutor, @unchecked Sendable {
         return threads
     }
 
-    public func run(_ work: @escaping @Sendable () throws(TokenStoreError) -> Void) async throws(TokenStoreError) {
+    public func run(
+        isolation: isolated (any Actor)? = #isolation, _ work: @escaping @Sendable () throws(TokenStoreError) -> Void
+    ) async throws(TokenStoreError) {
         let failure: TokenStoreError? = await withCheckedContinuation { continuation in
             submit {
                 do throws(TokenStoreError) {
@@ -93,6 +99,8 @@ public final class StoreWriters: StoreExecutor, @unchecked Sendable {
         let started = pthread_create(
             &thread, &attributes,
             { context in
+                // So that a thread list explains itself: the loop, and these.
+                _ = authd_name_thread(StoreWriters.threadName)
                 Unmanaged<StoreWriters>.fromOpaque(context!).takeRetainedValue().work()
                 return nil
             }, context)
