@@ -170,8 +170,8 @@ let package = Package(
                 "AuthDaemonCommand",
                 "AuthProtocol",
                 "AuthStore",
-                "AuthTestKit",
                 "CEpoll",
+                "LoopHarness",
                 "authd-test-app",
                 "exponea-authd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -218,12 +218,14 @@ let package = Package(
             name: "AuthTestKit",
             dependencies: [
                 "AuthCore",
-                "Systemd",
+                "LoopHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/AuthTestKit"
         ),
+        // An sd-event loop with its executor on a thread of its own, for tests and the bench's in-process service.
+        .target(name: "LoopHarness", dependencies: ["Systemd"], path: "Tests/LoopHarness"),
         .executableTarget(
             name: "authd-store-writer",
             dependencies: [

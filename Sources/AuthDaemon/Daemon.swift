@@ -203,12 +203,10 @@ public struct Daemon: Sendable {
         }
     }
 
-    /// The status line from the counts the service last committed, without waiting for its actor.
-    var committedStatusLine: String { statusLine(committedWithClients: nil) }
-
-    /// The status line from the counts the service last committed, with `clients` connected.
-    func statusLine(committedWithClients clients: Int?) -> String {
-        let (groups, withToken) = service.committedGroupCounts()
+    /// The status line, with `clients` connected (nil: not serving yet). On the loop: the service's actor runs
+    /// there.
+    func statusLine(clients: Int?) -> String {
+        let (groups, withToken) = service.assumeIsolated { $0.groupCounts() }
         return Self.statusLine(groups: groups, withToken: withToken, clients: clients)
     }
 

@@ -3,9 +3,9 @@ import AuthCore
 import AuthDaemon
 import AuthDaemonCommand
 import AuthStore
-import AuthTestKit
 import Foundation
 import Logging
+import LoopHarness
 
 #if canImport(Glibc)
     import Glibc

@@ -92,7 +92,7 @@ struct AuthServiceTests {
                     customerIds: ["registered": "alice"]),
             ]
         )
-        let (current, currentGeneration) = fixture.service.token(for: fixture.shop)
+        let (current, currentGeneration) = await fixture.service.token(for: fixture.shop)
         #expect(current?.compact == expired && currentGeneration == 1)
     }
 
@@ -105,7 +105,7 @@ struct AuthServiceTests {
             guard case .malformedToken(.notThreeParts(found: 2))? = error as? AuthServiceError else { return false }
             return true
         }
-        #expect(fixture.service.token(for: fixture.shop).generation == 1)
+        #expect(await fixture.service.token(for: fixture.shop).generation == 1)
     }
 
     @Test func aStoreFailureKeepsThePreviousToken() async throws {
@@ -120,7 +120,7 @@ struct AuthServiceTests {
             guard case .storeFailure? = error as? AuthServiceError else { return false }
             return true
         }
-        let (token, generation) = fixture.service.token(for: fixture.shop)
+        let (token, generation) = await fixture.service.token(for: fixture.shop)
         #expect(token?.compact == first && generation == 1)
     }
 
@@ -237,7 +237,7 @@ struct AuthServiceTests {
         )
         #expect(generation == 1)
         #expect(try await service.identifyCustomer(fixture.shop, customerIds: ["registered": "dave"], token: nil) == 2)
-        #expect(service.token(for: fixture.shop).token == nil)
+        #expect(await service.token(for: fixture.shop).token == nil)
         let record = try fixture.store.load(fixture.shop)
         #expect(record?.token == nil && record?.customerIds == ["registered": "dave"])
     }
@@ -258,7 +258,7 @@ struct AuthServiceTests {
         let record = try #require(try fixture.store.load(fixture.shop))
         #expect(record.generation == 41 && record.token?.compact == generations[41])
         #expect(record.customerIds == ["registered": "gina"])  // each set kept the identity
-        #expect(service.token(for: fixture.shop).token?.compact == generations[41])
+        #expect(await service.token(for: fixture.shop).token?.compact == generations[41])
     }
 
     @Test func writesOfManyGroupsAllLand() async throws {
@@ -277,7 +277,7 @@ struct AuthServiceTests {
         }
         for name in groups {
             #expect(try fixture.store.load(name)?.generation == 5)
-            #expect(service.token(for: name).generation == 5)
+            #expect(await service.token(for: name).generation == 5)
         }
     }
 
@@ -320,7 +320,7 @@ struct AuthServiceTests {
         #expect(try await clearing.value == ClearResult(asked: 2, unconfirmed: []))
 
         #expect(try fixture.store.load(fixture.shop) == nil)
-        #expect(service.token(for: fixture.shop).token == nil)
+        #expect(await service.token(for: fixture.shop).token == nil)
         #expect(await first.waitFor(count: 2))
         let cleared = try #require(first.all.last)
         #expect(cleared.kind == .cleared && cleared.cause == "anonymize" && cleared.generation == 2)

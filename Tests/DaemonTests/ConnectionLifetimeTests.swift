@@ -177,7 +177,7 @@ struct ConnectionLifetimeTests {
         #expect(fixture.clock.pendingCount == 0, "a lease, a wait's bound or a flush's bound outlived its call")
         #expect(await fixture.service.summaries().allSatisfy { $0.subscribers == 0 })
         let shop = try AppGroup(group)
-        #expect(await fixture.service.claimRefresh(shop, generation: fixture.service.token(for: shop).generation))
+        #expect(await fixture.service.claimRefresh(shop, generation: await fixture.service.token(for: shop).generation))
         try await fixture.stop()
     }
 }

@@ -174,33 +174,26 @@ struct ServiceCoreTests {
         #expect(waiters.removeAll(shop) == ["second"] && waiters.count(of: shop) == 0)
     }
 
-    // MARK: TokenSnapshot
+    // MARK: GetTokenReplies
 
-    /// GetToken's one read path: the reply is encoded once per generation, a change is seen at once, and the
-    /// encoded replies kept are bounded.
-    @Test func theSnapshotEncodesOncePerGenerationWithinItsBound() throws {
-        let snapshot = TokenSnapshot(replyCapacity: 2)
-        let token = jwt(expiringIn: 3600)
-        snapshot.set(shop, token: token, generation: 1)
+    /// GetToken's reply is encoded once per generation, a change is seen at once, and the encoded replies kept
+    /// are bounded.
+    @Test func getTokenRepliesAreEncodedOncePerGenerationWithinTheirBound() throws {
+        var replies = GetTokenReplies(capacity: 2)
         var encodings = 0
-        func read(_ group: AppGroup) -> [UInt8] {
-            snapshot.reply(for: group) { _, generation in
+        func read(_ group: AppGroup, _ generation: UInt64) -> [UInt8] {
+            replies.reply(for: group, generation: generation) {
                 encodings += 1
-                return Array("g\(generation)".utf8)
+                return Array("\(group)@\(generation)".utf8)
             }
         }
-        #expect(read(shop) == Array("g1".utf8) && read(shop) == Array("g1".utf8) && encodings == 1)
-        #expect(snapshot[shop].generation == 1 && snapshot[shop].token?.compact == token.compact)
-        snapshot.set(shop, token: nil, generation: 2)
-        #expect(read(shop) == Array("g2".utf8) && encodings == 2)
-        #expect(snapshot[shop].token == nil)
-
+        #expect(read(shop, 1) == Array("shop@1".utf8) && read(shop, 1) == Array("shop@1".utf8) && encodings == 1)
+        #expect(read(shop, 2) == Array("shop@2".utf8) && encodings == 2)
         let others = try (0..<3).map { try AppGroup("group-\($0)") }
-        for (index, group) in others.enumerated() { snapshot.set(group, token: nil, generation: UInt64(index + 1)) }
-        for group in others { _ = read(group) }
+        for group in others { _ = read(group, 1) }
+        #expect(replies.count == 2)
         encodings = 0
-        for group in [shop] + others { _ = read(group) }
+        for group in [shop] + others { _ = read(group, group == shop ? 2 : 1) }
         #expect(encodings >= 2)  // at most two kept: the others were encoded again
-        #expect(read(try AppGroup("unknown")) == Array("g0".utf8))
     }
 }

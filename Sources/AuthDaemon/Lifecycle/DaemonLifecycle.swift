@@ -130,7 +130,8 @@ public final class DaemonLifecycle {
             failure = error
             loop.exit(1)
         case .started(.success(let daemon)):
-            logger.info("Started in \(daemon.mode) mode", metadata: ["authd.status": "\(daemon.committedStatusLine)"])
+            logger.info(
+                "Started in \(daemon.mode) mode", metadata: ["authd.status": "\(daemon.statusLine(clients: nil))"])
             self.daemon = daemon
             serve(daemon)
         }
@@ -141,8 +142,8 @@ public final class DaemonLifecycle {
         guard !isStopping else { return }
         isReady = true
         daemon.lifetime.becameReady()
-        let (groups, withToken) = daemon.service.committedGroupCounts()
-        let status = daemon.statusLine(committedWithClients: server?.connectionCount ?? 0)
+        let (groups, withToken) = daemon.service.assumeIsolated { $0.groupCounts() }
+        let status = daemon.statusLine(clients: server?.connectionCount ?? 0)
         var metadata = OperatorEvent.ready.metadata { Logger.MetadataValue.string($0) }
         metadata["groups"] = "\(groups)"
         metadata["groups_with_token"] = "\(withToken)"
@@ -211,7 +212,7 @@ public final class DaemonLifecycle {
     /// Sends STATUS= when the line it shows changed: the counts the service committed, and the connections.
     private func updateStatus() {
         guard isReady, !isStopping, let daemon else { return }
-        let line = daemon.statusLine(committedWithClients: server?.connectionCount)
+        let line = daemon.statusLine(clients: server?.connectionCount)
         guard line != status else { return }
         status = line
         notifier.notify(.status(line))
@@ -226,7 +227,7 @@ public final class DaemonLifecycle {
         } else {
             watchdog = try? loop.after(interval) { [unowned self] in
                 guard !isStopping else { return }
-                let line = daemon.statusLine(committedWithClients: server?.connectionCount ?? 0)
+                let line = daemon.statusLine(clients: server?.connectionCount ?? 0)
                 notifier.notify(.watchdog, .status(line))
                 armWatchdog()
             }
@@ -238,7 +239,7 @@ public final class DaemonLifecycle {
         guard let daemon, isReady, !isStopping else { return }
         daemon.reload()
         guard let server else { return }
-        notifier.notify(.ready, .status(daemon.statusLine(committedWithClients: server.connectionCount)))
+        notifier.notify(.ready, .status(daemon.statusLine(clients: server.connectionCount)))
     }
 
     /// SIGTERM or SIGINT, or the socket could not be served.

@@ -103,7 +103,8 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 
         case .getToken:
-            try replies.send(getToken(call, caller))
+            let group = try permitted(call.stringParameter("group"), caller)
+            try replies.send(await service.getTokenReply(for: group, encode: Self.getTokenReply))
 
         case .preflight:
             let group = try permitted(call.stringParameter("group"), caller)
@@ -149,7 +150,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
             }
             if parameters.token != nil {
-                logTokenSet(group, generation, service.token(for: group).token, caller, connection)
+                logTokenSet(group, generation, await service.token(for: group).token, caller, connection)
             }
             try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
@@ -218,8 +219,9 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             try replies.send(VarlinkReplyEncoder.reply(ListGroupsResult(groups: visible)))
 
         case .countGroups:
-            if let counts = try everyGroupCounted(call, caller) {
-                try replies.send(counts)
+            _ = try call.parameters(EmptyPayload.self)
+            if access.allowsEveryGroup(caller) {
+                try replies.send(Self.countGroupsReply(await service.groupCounts()))
                 return
             }
             let visible = await service.summaries().filter { summary in
@@ -231,8 +233,8 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// GetToken, and CountGroups of a caller who may use every group, answered on the loop, in the turn that read it
-    /// when nothing else of the connection is running: they read what the service last committed and never
-    /// wait.
+    /// when nothing else of the connection is running: they read the service's state in that turn (its actor runs
+    /// on the loop) and never wait. Called on the loop.
     public func answerImmediately(_ call: VarlinkCall, from caller: Caller) -> [UInt8]? {
         guard !call.oneway else { return nil }
         var method: AuthInterface.Method?
@@ -264,24 +266,28 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private static let countGroupsMethod = Array(AuthInterface.Method.countGroups.qualifiedName.utf8)
 
     /// CountGroups' reply from the counts the service keeps, for a caller who may use every group; nil for
-    /// another, whose count is of the groups it may use.
+    /// another, whose count is of the groups it may use. On the loop.
     private func everyGroupCounted(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8]? {
         _ = try call.parameters(EmptyPayload.self)
         guard access.allowsEveryGroup(caller) else { return nil }
-        let (groups, withToken) = service.committedGroupCounts()
-        return try VarlinkReplyEncoder.reply(CountGroupsResult(groups: groups, withToken: withToken))
+        return try Self.countGroupsReply(service.assumeIsolated { $0.groupCounts() })
     }
 
+    /// GetToken's reply, read on the loop.
     private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
         let group = try permitted(call.stringParameter("group"), caller)
-        return try service.getTokenReply(for: group) { token, generation in
-            try VarlinkReplyEncoder.reply(
-                GetTokenResult(
-                    token: token.map { CompactToken($0.compact) },
-                    claims: token.map(ClaimsPayload.init),
-                    generation: generation
-                ))
-        }
+        return try service.assumeIsolated { try $0.getTokenReply(for: group, encode: Self.getTokenReply) }
+    }
+
+    private static func getTokenReply(_ token: StreamJWT?, _ generation: UInt64) throws -> [UInt8] {
+        try VarlinkReplyEncoder.reply(
+            GetTokenResult(
+                token: token.map { CompactToken($0.compact) }, claims: token.map(ClaimsPayload.init),
+                generation: generation))
+    }
+
+    private static func countGroupsReply(_ counts: (groups: Int, withToken: Int)) throws -> [UInt8] {
+        try VarlinkReplyEncoder.reply(CountGroupsResult(groups: counts.groups, withToken: counts.withToken))
     }
 
     /// The validated group, if `caller` may use it.

@@ -25,7 +25,7 @@ import Systemd
 ///
 /// The actor owns them, so a group's generation, events and waiters always agree; it does the I/O (the store,
 /// through the injected ``StoreExecutor``), arms timers on the injected ``ServiceClock``, and resumes
-/// continuations. ``TokenSnapshot`` is the one read path that does not wait for it (GetToken).
+/// continuations.
 ///
 /// Store writes happen before memory changes (a failed write leaves the group as it was) and run off the actor:
 /// one group's writes one at a time, in order, other groups' writes and every other call meanwhile.
@@ -74,11 +74,8 @@ public actor AuthService {
     private var metrics = ServiceMetrics()
     /// Events the deadlines of the loaded tokens call for, sent by ``start()``.
     private var startupEvents: [ExpiryEvent] = []
-    /// Each group's token and generation for readers that do not wait for the actor.
-    private nonisolated let snapshot: TokenSnapshot
-    /// ``groupCounts()`` for ``committedGroupCounts()``, written in the same turn as each change, before its
-    /// caller is answered.
-    private nonisolated let committedCounts: Mutex<(groups: Int, withToken: Int)>
+    /// GetToken's encoded replies, once per generation.
+    private var getTokenReplies = GetTokenReplies()
     /// Who is told when ``groupCounts()`` may have changed (the daemon's STATUS line).
     private var countObservers: [UInt64: @Sendable () -> Void] = [:]
     private var lastID: UInt64 = 0
@@ -116,9 +113,6 @@ public actor AuthService {
         self.logger = logger
         table = GroupTable(records: records, jwtErrorWindow: jwtErrorWindow)
         hub = SubscriptionHub(maximumPerGroup: maximumSubscribersPerGroup)
-        snapshot = TokenSnapshot(
-            Dictionary(records.map { ($0.group, ($0.token, $0.generation)) }, uniquingKeysWith: { _, last in last }))
-        committedCounts = Mutex((table.count, table.groupsWithToken))
         let now = clock.now
         expiry.reserveCapacity(records.count)
         for record in records {
@@ -193,18 +187,21 @@ public actor AuthService {
         return (generation, jwt)
     }
 
-    /// The group's token and generation, with no side effects. Does not wait for the actor: it reads what the
-    /// actor last committed.
-    public nonisolated func token(for group: AppGroup) -> (token: StreamJWT?, generation: UInt64) {
-        snapshot[group]
+    /// The group's token and generation, with no side effects.
+    public func token(for group: AppGroup) -> (token: StreamJWT?, generation: UInt64) {
+        let state = table[group]
+        return (state?.token, state?.generation ?? 0)
     }
 
-    /// GetToken's encoded reply for `group`, from the snapshot the actor last committed: `encode` runs only on
-    /// the first read after a change. Does not wait for the actor.
-    nonisolated func getTokenReply(
+    /// GetToken's encoded reply for `group`'s token and generation: `encode` runs only on the first read after a
+    /// change. On the loop, a callback reads it in its own turn (`assumeIsolated`).
+    func getTokenReply(
         for group: AppGroup, encode: (StreamJWT?, UInt64) throws -> [UInt8]
     ) rethrows -> [UInt8] {
-        try snapshot.reply(for: group, encode: encode)
+        guard let state = table[group] else { return try encode(nil, 0) }  // a group never set: nothing to keep
+        return try getTokenReplies.reply(for: group, generation: state.generation) {
+            try encode(state.token, state.generation)
+        }
     }
 
     /// The check before a stream request (R15-R17): the token to send (even an expired one, R16) and its
@@ -443,7 +440,6 @@ public actor AuthService {
         metrics.cleared(group)
         let event = table.commitClear(group, cause: cause.rawValue, now: clock.now)
         leaseEnded(group)
-        snapshot.set(group, token: nil, generation: event.generation)
         countsMayHaveChanged()
         expiry.remove(group)
         deliver([])
@@ -536,28 +532,19 @@ public actor AuthService {
 
     private func stopObserving(_ id: UInt64) { hub.removeObserver(id) }
 
-    /// How many groups the service holds, and how many of them have a token: the status line's figures,
-    /// without building every group's summary. Asked of the actor, so that the watchdog's ping, which waits for
-    /// the status line, also proves the actor answers.
+    /// How many groups the service holds, and how many of them have a token: the status line's and
+    /// CountGroups' figures, without building every group's summary.
     public func groupCounts() -> (groups: Int, withToken: Int) {
         (table.count, table.groupsWithToken)
     }
 
-    /// ``groupCounts()`` as the actor last committed them, read without waiting for the actor: for CountGroups,
-    /// answered on the loop, in the turn that read it.
-    public nonisolated func committedGroupCounts() -> (groups: Int, withToken: Int) {
-        committedCounts.withLock { $0 }
-    }
-
-    /// Calls `observer` each time ``groupCounts()`` may have changed, in the turn that changed them (after
-    /// ``committedGroupCounts()`` holds the new figures): for the daemon's STATUS line, which is then current
-    /// without polling. It must not block.
+    /// Calls `observer` each time ``groupCounts()`` may have changed, in the turn that changed them: for the
+    /// daemon's STATUS line, which is then current without polling. It must not block.
     public func observeCounts(_ observer: @escaping @Sendable () -> Void) {
         countObservers[makeID()] = observer
     }
 
     private func countsMayHaveChanged() {
-        committedCounts.withLock { $0 = (table.count, table.groupsWithToken) }
         for observer in countObservers.values { observer() }
     }
 
@@ -604,7 +591,6 @@ public actor AuthService {
             let committed = table.commit(record)
             if committed.endedClaim != nil { leaseEnded(group) }
             if token != nil { metrics.tokenSet(group, at: .now) }
-            snapshot.set(group, token: token, generation: record.generation)
             countsMayHaveChanged()
             // The operator's "Token set", with who set it, is the dispatcher's.
             logger.debug(
