@@ -1,45 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
+
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Who is at the other end of a Unix socket, as the kernel recorded it when the peer connected: `SO_PEERCRED`
-/// (pid, uid, primary gid) and `SO_PEERGROUPS` (supplementary groups), read when the connection is accepted,
-/// before any call is handled.
-///
-/// These are the process's own credentials, not what the user database says the user could have: a process
-/// that dropped a supplementary group (`setpriv --clear-groups`, `setgroups(2)`) does not hold it here.
-public struct PeerCredentials: Hashable, Sendable, CustomStringConvertible {
-    public var pid: Int32
-    public var uid: UInt32
-    /// The effective primary group.
-    public var gid: UInt32
-    /// The supplementary groups, ascending.
-    public var groups: [UInt32]
-
-    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-        self.groups = groups
-    }
-
-    /// Whether the process holds `gid`, as its primary or a supplementary group.
-    public func holds(gid: UInt32) -> Bool { self.gid == gid || groups.contains(gid) }
-
-    public var description: String { "pid \(pid), uid \(uid), gid \(gid), groups \(groups)" }
-
+/// Reads who is at the other end of a Unix socket (a ``Caller``, of AuthCore), as the kernel recorded it when the
+/// peer connected: `SO_PEERCRED` (pid, uid, primary gid) and `SO_PEERGROUPS` (supplementary groups), when the
+/// connection is accepted, before any call is handled.
+enum PeerCredentials {
     /// Reads the credentials of the peer of the connected Unix socket `descriptor`: `SO_PEERCRED`, then
     /// `SO_PEERGROUPS` (Linux 4.13), whose length the kernel reports.
     ///
     /// - Throws: ``VarlinkServerError`` when the socket has no peer credentials.
-    static func read(from descriptor: Int32) throws(VarlinkServerError) -> PeerCredentials {
+    static func read(from descriptor: Int32) throws(VarlinkServerError) -> Caller {
         var credentials = KernelCredentials(pid: 0, uid: 0, gid: 0)
         var length = socklen_t(MemoryLayout<KernelCredentials>.size)
         guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
             throw VarlinkServerError(message: "cannot read the peer's credentials: \(String(cString: strerror(errno)))")
         }
-        return PeerCredentials(
+        return Caller(
             pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: try groups(of: descriptor))
     }
 

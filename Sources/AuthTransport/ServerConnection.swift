@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
 import CEpoll
 import DequeModule
@@ -53,7 +54,7 @@ struct ConnectionLimits: Sendable {
 /// and a runtime check of the rest, on every access of every call, could only find what confinement rules out.
 final class ServerConnection {
     let descriptor: Int32
-    let peer: PeerCredentials
+    let peer: Caller
     let identity = VarlinkConnectionID.next()
     private let limits: ConnectionLimits
     private let handler: any VarlinkCallHandler
@@ -99,7 +100,7 @@ final class ServerConnection {
     private let counters: ConnectionCounters
 
     init(
-        descriptor: Int32, peer: PeerCredentials, limits: ConnectionLimits, handler: any VarlinkCallHandler,
+        descriptor: Int32, peer: Caller, limits: ConnectionLimits, handler: any VarlinkCallHandler,
         server: VarlinkServer, executor: LoopExecutor, logger: Logger, throttle: LogThrottle,
         counters: ConnectionCounters
     ) {

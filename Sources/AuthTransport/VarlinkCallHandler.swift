@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
 import Synchronization
 
@@ -29,12 +30,12 @@ public struct VarlinkConnectionID: Hashable, Sendable, CustomStringConvertible {
 public protocol VarlinkCallHandler: Sendable {
     /// Handles one call: sends no reply (`oneway`), one, or several (`more`) through `replies`, which may be
     /// kept and used from elsewhere until the call returns.
-    func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async
+    func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async
 
     /// Handles one call made on `connection`. The server calls this one; the default passes the call on to
     /// ``handle(_:from:replies:)``, for handlers that keep nothing per connection.
     func handle(
-        _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+        _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
     ) async
 
     /// `connection` is closed and none of its calls runs any more: called once, after its last call returned,
@@ -45,14 +46,14 @@ public protocol VarlinkCallHandler: Sendable {
     /// memory), or nil to have the call go through ``handle(_:from:send:)``. Called on the connection's event
     /// loop, only when no earlier call of the connection is still running, so replies keep their order; it
     /// must not block.
-    func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]?
+    func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]?
 }
 
 extension VarlinkCallHandler {
-    public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? { nil }
+    public func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? { nil }
 
     public func handle(
-        _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+        _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
     ) async {
         await handle(call, from: peer, replies: replies)
     }
@@ -60,7 +61,7 @@ extension VarlinkCallHandler {
     public func connectionClosed(_ connection: VarlinkConnectionID) async {}
 
     /// Handles one call whose replies go to `send`, each a framed message.
-    public func handle(_ call: VarlinkCall, from peer: PeerCredentials, send: @escaping VarlinkSend) async {
+    public func handle(_ call: VarlinkCall, from peer: Caller, send: @escaping VarlinkSend) async {
         await handle(call, from: peer, replies: VarlinkReplies(send: send))
     }
 }
@@ -105,12 +106,12 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         )
     }
 
-    public func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+    public func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {
         await handle(call, from: peer, connection: .next(), replies: replies)
     }
 
     public func handle(
-        _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+        _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
     ) async {
         let reply = call.oneway ? VarlinkReplies.discarded : replies
         do {
@@ -134,7 +135,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         for served in interfaces.values { await served.handler.connectionClosed(connection) }
     }
 
-    public func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
+    public func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? {
         guard !call.upgrade else { return nil }
         // The interface whose name is all of the method's up to its last dot, as `call.interface` says: compared
         // with memcmp and memchr over the bytes, as this runs for every call, with no string made of either.

@@ -208,7 +208,7 @@ public final class VarlinkServer {
     /// Serves the connected, non-blocking socket `descriptor` (accepted, or one end of a pair in a test): reads
     /// the peer's credentials and counts the connection against the bounds, or closes it.
     func serve(connected descriptor: Int32) {
-        let peer: PeerCredentials
+        let peer: Caller
         do {
             peer = try PeerCredentials.read(from: descriptor)
         } catch {
@@ -242,7 +242,7 @@ public final class VarlinkServer {
         admission.release(connection.peer.uid)
     }
 
-    private func refused(_ peer: PeerCredentials, _ refusal: ConnectionAdmission.Refusal) {
+    private func refused(_ peer: Caller, _ refusal: ConnectionAdmission.Refusal) {
         configuration.counters.count(refusal.counted)
         let (kind, reason) =
             switch refusal {

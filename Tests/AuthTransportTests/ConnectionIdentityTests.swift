@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
 import AuthTestKit
 import Foundation
@@ -20,12 +21,12 @@ struct ConnectionIdentityTests {
         let closedAfterCalls = Mutex<[VarlinkConnectionID]>([])
         let running = Mutex<Set<VarlinkConnectionID>>([])
 
-        func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+        func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {
             Issue.record("the server must pass the connection")
         }
 
         func handle(
-            _ call: VarlinkCall, from peer: PeerCredentials, connection: VarlinkConnectionID, replies: VarlinkReplies
+            _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
         ) async {
             calls.withLock { $0.append(connection) }
             running.withLock { _ = $0.insert(connection) }

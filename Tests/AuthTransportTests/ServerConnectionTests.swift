@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
 import AuthTestKit
 import Foundation
@@ -18,11 +19,11 @@ struct ServerConnectionTests {
         let handled = Mutex<[String]>([])
         let closed = Mutex(0)
 
-        func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
+        func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? {
             call.method == "test.Now" ? Array(#"{"parameters":{}}"#.utf8) + [0] : nil
         }
 
-        func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+        func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {
             handled.withLock { $0.append(call.method) }
             if call.method == "test.Wait" { await gate.wait() }
             // A call that waited its turn comes here, whatever the loop could have answered.

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
 import AuthTestKit
 import Foundation
@@ -22,12 +23,12 @@ struct VarlinkServerTests {
         struct Blob: Codable, Sendable { var data: String }
         struct ThreadReply: Codable, Sendable { var thread: UInt }
 
-        func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? {
+        func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? {
             guard call.method == "test.Thread" else { return nil }
             return try? VarlinkReplyEncoder.reply(ThreadReply(thread: UInt(pthread_self())))
         }
 
-        func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {
+        func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {
             switch call.method {
             case "test.Peer":
                 try? replies.send(VarlinkReplyEncoder.reply(PeerReply(pid: peer.pid, uid: peer.uid, gid: peer.gid)))

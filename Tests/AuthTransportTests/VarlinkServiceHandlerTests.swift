@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AuthCore
 import AuthProtocol
 import Testing
 
@@ -11,8 +12,8 @@ struct VarlinkServiceHandlerTests {
     /// Answers every call at once with its own name.
     struct NamedHandler: VarlinkCallHandler {
         let name: String
-        func handle(_ call: VarlinkCall, from peer: PeerCredentials, replies: VarlinkReplies) async {}
-        func answerImmediately(_ call: VarlinkCall, from peer: PeerCredentials) -> [UInt8]? { Array(name.utf8) }
+        func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {}
+        func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? { Array(name.utf8) }
     }
 
     let service = VarlinkServiceHandler(
@@ -29,7 +30,7 @@ struct VarlinkServiceHandlerTests {
     func answersThroughTheInterfaceOfTheMethod(method: String, interface: String?) throws {
         let call = try VarlinkCall(decoding: Array(#"{"method":"\#(method)"}"#.utf8))
         #expect(call.interface.flatMap { ["a.b", "a.b.c"].contains($0) ? $0 : nil } == interface)
-        let answer = service.answerImmediately(call, from: PeerCredentials(pid: 1, uid: 1, gid: 1))
+        let answer = service.answerImmediately(call, from: Caller(pid: 1, uid: 1, gid: 1))
         #expect(answer.map { String(decoding: $0, as: UTF8.self) } == interface)
     }
 
@@ -38,7 +39,7 @@ struct VarlinkServiceHandlerTests {
     @Test func theServiceInterfaceIsAnsweredAtOnce() throws {
         func answer(_ json: String) throws -> String? {
             let call = try VarlinkCall(decoding: Array(json.utf8))
-            return service.answerImmediately(call, from: PeerCredentials(pid: 1, uid: 1, gid: 1))
+            return service.answerImmediately(call, from: Caller(pid: 1, uid: 1, gid: 1))
                 .map { String(decoding: $0.dropLast(), as: UTF8.self) }
         }
         let info = try answer(#"{"method":"org.varlink.service.GetInfo"}"#)
@@ -57,6 +58,6 @@ struct VarlinkServiceHandlerTests {
 
     @Test func anUpgradeIsNeverAnsweredAtOnce() throws {
         let call = try VarlinkCall(decoding: Array(#"{"method":"a.b.M","upgrade":true}"#.utf8))
-        #expect(service.answerImmediately(call, from: PeerCredentials(pid: 1, uid: 1, gid: 1)) == nil)
+        #expect(service.answerImmediately(call, from: Caller(pid: 1, uid: 1, gid: 1)) == nil)
     }
 }

@@ -1,11 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
-import AuthTransport
 import Synchronization
-
-/// Who is calling: the peer credentials of the connection (`SO_PEERCRED`, `SO_PEERGROUPS`), read by the
-/// transport before any call is handled.
-public typealias Caller = PeerCredentials
 
 /// Decides whether a caller may use an app group.
 ///

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import AuthProtocol
-import AuthTransport
 import DequeModule
 import Logging
 import Synchronization
