@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
-import AuthDaemon
 import AuthDaemonCommand
 import AuthProtocol
 import AuthStore
@@ -9,6 +8,8 @@ import Foundation
 import Logging
 import Systemd
 import Testing
+
+@testable import AuthDaemon
 
 @Suite("The service's expiry timers (R13, R14)")
 struct ServiceExpiryTests {
@@ -73,12 +74,12 @@ struct ServiceExpiryTests {
                 == AuthEvent(
                     kind: .jwtError, group: "soon", generation: 4, reason: .expiredSoon,
                     customerIds: ["registered": "a"]))
-        #expect(await service.nextExpiryDeadline == Date(timeIntervalSince1970: 1_900_000_030))
+        #expect(await service.expiry.nextDeadline == Date(timeIntervalSince1970: 1_900_000_030))
 
         clock.advance(by: 30)
         await service.expiryTimerFired()
         #expect(await Self.nextEvent(events)?.reason == .expired)
-        #expect(await service.nextExpiryDeadline == Date(timeIntervalSince1970: 1_900_003_540))
+        #expect(await service.expiry.nextDeadline == Date(timeIntervalSince1970: 1_900_003_540))
     }
 
     @Test func theRealWallClockTimerFiresExpiredSoonAMinuteBeforeExp() async throws {
@@ -125,6 +126,6 @@ struct ServiceExpiryTests {
         _ = try await service.setToken(TestJWT().token(exp: 1_899_999_000), for: try AppGroup("shop"))
         #expect(await Self.nextEvent(events)?.kind == .tokenRefreshed)  // R6: even an expired token
         #expect(await Self.nextEvent(events)?.reason == .expired)
-        #expect(await service.nextExpiryDeadline == nil)
+        #expect(await service.expiry.nextDeadline == nil)
     }
 }

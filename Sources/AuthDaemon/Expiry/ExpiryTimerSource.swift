@@ -21,7 +21,7 @@ public enum ExpiryTimerSource {
                     service.assumeIsolated { $0.expiryTimerFired() }
                 case .clockChanged?:
                     service.assumeIsolated { $0.wallClockChanged() }
-                case .timedOut?, nil:
+                case nil:
                     break
                 }
             } catch {

@@ -17,27 +17,27 @@ import Synchronization
 /// It is armed with `TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET`, so it fires when the wall clock reaches the
 /// date (suspend included), and a read fails with `ECANCELED` when the clock is set (NTP at boot, `date -s`):
 /// that is reported as ``Outcome/clockChanged``, and the timer re-arms itself for the same date so it keeps
-/// watching. Use ``wait(timeout:)``, or poll ``fileDescriptor`` in your own event loop and call ``readEvent()``
-/// when it is readable.
+/// watching. Watch ``fileDescriptor`` in the event loop and call ``readEvent()`` when it is readable
+/// (``ExpiryTimerSource``):
 ///
 /// ```swift
 /// let timer = try WallClockTimer()
 /// try timer.arm(at: scheduler.nextDeadline)
-/// switch try timer.wait(timeout: .seconds(30)) {
-/// case .fired: events = scheduler.fireDue(now: clock.now)
-/// case .clockChanged: events = scheduler.clockChanged(now: clock.now)
-/// case .timedOut: break
+/// try loop.onReadable(timer.fileDescriptor) {
+///     switch try? timer.readEvent() {
+///     case .fired?: events = scheduler.fireDue(now: clock.now)
+///     case .clockChanged?: events = scheduler.clockChanged(now: clock.now)
+///     case nil: break
+///     }
 /// }
 /// ```
 public final class WallClockTimer: Sendable {
-    /// What ended a wait.
+    /// What a readable descriptor meant.
     public enum Outcome: Sendable, Hashable {
         /// The wall clock reached the armed date.
         case fired
         /// The wall clock was set (jumped, either way): every deadline must be re-checked.
         case clockChanged
-        /// The wait's timeout passed first.
-        case timedOut
     }
 
     /// The instant the timer is armed for when there is no deadline: 9999-12-31, so clock changes are still
@@ -79,29 +79,6 @@ public final class WallClockTimer: Sendable {
         try armed.withLock { armed throws(WallClockTimerError) in
             try settime(value)
             armed = value
-        }
-    }
-
-    /// Waits until the timer fires, the wall clock is set, or `timeout` passes (nil: no timeout).
-    ///
-    /// - Throws: ``WallClockTimerError`` from `poll` or `read`.
-    public func wait(timeout: Duration?) throws(WallClockTimerError) -> Outcome {
-        let clock = ContinuousClock()
-        let end = timeout.map { clock.now.advanced(by: $0) }
-        while true {
-            var milliseconds: Int32 = -1
-            if let end {
-                milliseconds = Self.pollMilliseconds(max(.zero, clock.now.duration(to: end)))
-            }
-            var request = pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&request, 1, milliseconds)
-            if ready < 0 {
-                let code = errno
-                if code == EINTR { continue }
-                throw WallClockTimerError(call: "poll", errno: code)
-            }
-            if ready > 0, let outcome = try readEvent() { return outcome }
-            if let end, clock.now >= end { return .timedOut }
         }
     }
 
@@ -155,12 +132,5 @@ public final class WallClockTimer: Sendable {
             nanoseconds -= 1_000_000_000
         }
         return (seconds, nanoseconds)
-    }
-
-    /// `duration` in whole milliseconds for `poll`, rounded up so a wait never ends early.
-    static func pollMilliseconds(_ duration: Duration) -> Int32 {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = seconds * 1_000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-        return Int32(clamping: milliseconds)
     }
 }

@@ -2,7 +2,7 @@
 import AuthProtocol
 
 /// Where one subscription's events go. The service hands each event over on its actor, in order, and waits for
-/// nothing: a sink passes the event on at once (to a connection's output, to a stream's buffer).
+/// nothing: a sink passes the event on at once (to a connection's output).
 protocol AuthEventSink: Sendable {
     /// Passes `event` on, unless the subscriber is gone or has ``AuthService/subscriberBuffer`` events it has
     /// not taken yet.
@@ -20,21 +20,4 @@ enum AuthEventDelivery: Sendable {
     case overflowed
     /// Not passed on: the subscriber is gone, and the service forgets it.
     case gone
-}
-
-/// A sink that buffers the events in an `AsyncStream` (at most ``AuthService/subscriberBuffer``), for a
-/// subscriber that reads them in a task of its own.
-struct StreamEventSink: AuthEventSink {
-    let continuation: AsyncStream<AuthEvent>.Continuation
-
-    func deliver(_ event: OutgoingEvent) -> AuthEventDelivery {
-        switch continuation.yield(event.event) {
-        case .enqueued: .delivered
-        case .dropped: .overflowed
-        case .terminated: .gone
-        @unknown default: .gone
-        }
-    }
-
-    func dropped() { continuation.finish() }
 }

@@ -69,7 +69,7 @@ public actor AuthService {
     /// The timers bounding the flushes that clears wait for, by group.
     private var flushTimers: [AppGroup: ServiceTimer] = [:]
     /// The groups' expiry deadlines (R13, R14).
-    private var expiry = ExpiryScheduler()
+    private(set) var expiry = ExpiryScheduler()
     /// What the metrics count of the groups and the store.
     private var metrics = ServiceMetrics()
     /// Events the deadlines of the loaded tokens call for, sent by ``start()``.
@@ -142,9 +142,6 @@ public actor AuthService {
         logger.notice("The wall clock changed; re-checking every token's expiry")
         deliver(expiry.clockChanged(now: clock.now))
     }
-
-    /// The earliest pending expiry deadline.
-    public var nextExpiryDeadline: Date? { expiry.nextDeadline }
 
     /// Sends the events' jwtErrors and re-arms the timer. A token that expires while the daemon runs is an
     /// operator's event, logged; one found expired at start is not logged twice: its jwtError line (reason
@@ -456,23 +453,6 @@ public actor AuthService {
 
     // MARK: Events
 
-    /// The group's events from now on, for the process `pid`, or nil when the group already has
-    /// ``maximumSubscribersPerGroup`` subscriptions. The stream ends when the subscriber falls more than
-    /// ``subscriberBuffer`` events behind, or is cancelled.
-    public func subscribe(_ group: AppGroup, pid: Int32) -> AsyncStream<AuthEvent>? {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: AuthEvent.self,
-            bufferingPolicy: .bufferingOldest(Self.subscriberBuffer)
-        )
-        guard let id = subscribe(group, pid: pid, sink: StreamEventSink(continuation: continuation)) else {
-            return nil
-        }
-        continuation.onTermination = { [weak self, executor] _ in
-            Task(executorPreference: executor) { await self?.unsubscribe(group, subscription: id) }
-        }
-        return stream
-    }
-
     /// Hands the group's events from now on to `sink`, for the process `pid`, until ``unsubscribe(_:subscription:)``
     /// or the sink says its subscriber is gone or too far behind. The sink first gets the group's current state
     /// (``GroupTable/currentState(of:now:)``).
@@ -518,19 +498,6 @@ public actor AuthService {
     public func observeAll(_ observer: @escaping @Sendable (AuthEvent) -> Void) {
         hub.addObserver(makeID(), observer)
     }
-
-    /// Every group's events as a stream, for a test.
-    public func observeAll() -> AsyncStream<AuthEvent> {
-        let id = makeID()
-        let (stream, continuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(1024))
-        hub.addObserver(id) { continuation.yield($0) }
-        continuation.onTermination = { [weak self, executor] _ in
-            Task(executorPreference: executor) { await self?.stopObserving(id) }
-        }
-        return stream
-    }
-
-    private func stopObserving(_ id: UInt64) { hub.removeObserver(id) }
 
     /// How many groups the service holds, and how many of them have a token: the status line's and
     /// CountGroups' figures, without building every group's summary.

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthCore
+import AuthProtocol
+
+@testable import AuthDaemon
+
+/// The service's events as `AsyncStream`s, for tests that read them in a task: the daemon hands them to
+/// connections and to the bus, through sinks and observers.
+extension AuthService {
+    /// The group's events from now on, for the process `pid`, or nil when the group has its most subscriptions.
+    /// The stream ends when the subscriber falls more than ``subscriberBuffer`` events behind, or is cancelled.
+    func subscribe(_ group: AppGroup, pid: Int32) -> AsyncStream<AuthEvent>? {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: AuthEvent.self, bufferingPolicy: .bufferingOldest(Self.subscriberBuffer))
+        guard let id = subscribe(group, pid: pid, sink: StreamEventSink(continuation: continuation)) else {
+            return nil
+        }
+        continuation.onTermination = { [weak self, executor] _ in
+            Task(executorPreference: executor) { await self?.unsubscribe(group, subscription: id) }
+        }
+        return stream
+    }
+
+    /// Every group's events as a stream, from now on (the observer stays as long as the service).
+    func observeAll() -> AsyncStream<AuthEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        observeAll { continuation.yield($0) }
+        return stream
+    }
+}
+
+/// A sink that buffers the events in an `AsyncStream` (at most ``AuthService/subscriberBuffer``).
+struct StreamEventSink: AuthEventSink {
+    let continuation: AsyncStream<AuthEvent>.Continuation
+
+    func deliver(_ event: OutgoingEvent) -> AuthEventDelivery {
+        switch continuation.yield(event.event) {
+        case .enqueued: .delivered
+        case .dropped: .overflowed
+        case .terminated: .gone
+        @unknown default: .gone
+        }
+    }
+
+    func dropped() { continuation.finish() }
+}
