@@ -94,8 +94,6 @@ final class ServerConnection {
     @exclusivity(unchecked) private var lastMessage = ContinuousClock.now
     /// When the first byte of a message still incomplete arrived.
     @exclusivity(unchecked) private var partialSince: ContinuousClock.Instant?
-    /// Whether the connection is open, for the replies of its calls (which hold the connection, not the other way).
-    private let openState = ConnectionOpenState()
     /// Where the connection is counted while it lives (``ConnectionCounters/connections``).
     private let counters: ConnectionCounters
 
@@ -221,7 +219,7 @@ final class ServerConnection {
         let connection = LoopBound(self, executor: executor)
         // The task's replies: they, and what the handler keeps of them (a subscription), hold the connection
         // until the task ends.
-        let replies = VarlinkReplies(connection: connection, state: openState)
+        let replies = VarlinkReplies(connection: connection)
         let (handler, peer, identity) = (handler, peer, identity)
         running = Task(executorPreference: executor) {
             var next: (call: VarlinkCall?, size: Int)? = (first, size)
@@ -392,7 +390,6 @@ final class ServerConnection {
         Glibc.close(descriptor)
         output = []
         written = 0
-        openState.close()
         server.closed(self)
         if let running {
             closeIsTheTasksToReport = true

@@ -29,10 +29,9 @@ final class ConnectionEventSink: AuthEventSink {
         self.replies = replies
     }
 
-    /// Hands the event's reply to the connection, unless ``AuthService/subscriberBuffer`` replies or more are
-    /// still waiting to be written there.
+    /// Hands the event's reply to the connection, which writes it at once: a subscriber that does not read is
+    /// closed by its connection's bound on unsent output, not dropped here.
     func deliver(_ event: OutgoingEvent) -> AuthEventDelivery {
-        guard replies.backlog < AuthService.subscriberBuffer else { return .overflowed }
         do {
             try replies.send(event.subscribeReply())
             return .delivered
