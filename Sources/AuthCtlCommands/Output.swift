@@ -18,7 +18,7 @@ func printError(_ message: String) {
 }
 
 /// Writes `line` and a newline to standard output, unbuffered, so that a reader of a pipe sees it at once.
-/// (Not `print`: it boxes its arguments as `Any` and looks up their conformances, 0.1 ms of a command's first
+/// (Not `print`: it boxes its arguments as `Any` and looks up their conformances, a cost on a command's first
 /// line.)
 func printLine(_ line: String) {
     writeAll(STDOUT_FILENO, Array((line + "\n").utf8))

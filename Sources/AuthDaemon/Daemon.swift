@@ -181,8 +181,8 @@ public struct Daemon: Sendable {
             logger: logger)
         let groupCount = records.count
         records = []
-        // Reading the records left free memory in the arenas of the threads that read them (about 5 MiB with
-        // 100,000 groups); give it back.
+        // Reading the records left free memory in the arenas of the threads that read them, growing with the
+        // groups; give it back.
         malloc_trim(0)
         logger.info(
             "Token store ready",

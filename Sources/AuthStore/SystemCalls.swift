@@ -87,8 +87,8 @@ enum SystemCalls {
     /// Reads to end of file, but at most `limit` bytes; returns nil when the file holds more.
     ///
     /// - Parameter expected: The size the file is thought to have (its `fstat`): the first read has room for that
-    ///   and one byte more, to see the end in the same read. (A buffer of `limit` bytes, zeroed for each record,
-    ///   was 6% of the start of a daemon holding 100,000 tokens.) A file that grew is read on, up to the limit.
+    ///   and one byte more, to see the end in the same read: a buffer of `limit` bytes, zeroed for every record,
+    ///   would cost a daemon that loads many records at start. A file that grew is read on, up to the limit.
     static func readAll(_ descriptor: CInt, limit: Int, expected: Int = 4095) throws(SystemCallError) -> [UInt8]? {
         var bytes: [UInt8] = []
         var room = min(limit, max(0, expected)) + 1

@@ -11,7 +11,7 @@ import Systemd
 ///
 /// sd-event re-polls with `epoll_wait(…, 0)` before dispatching each pending source and walks every ready
 /// descriptor each time: with one source per connection, a turn in which N connections are ready costs N² events
-/// (measured: 32 busy clients got 0.5x the floor's GetTokens per second, 128 clients 0.2x). The set's one dispatch
+/// (`authd-bench --only throughput` shows it with many busy clients). The set's one dispatch
 /// serves up to ``batch`` ready connections, each once, and the loop polls its other sources (signals, timers, the
 /// bus, the executor) between two batches; but reaching a connection through it costs a second `epoll_wait` and
 /// a second wake-up in the kernel. So a connection is a source of its own while fewer than ``directLimit`` are,

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // libsystemd, loaded the first time one of its functions is called, not at every start of the binary: authctl is
 // the same binary and never calls one, and loading libsystemd with the six libraries it needs (libgcrypt,
-// libgpg-error, liblzma, libzstd, liblz4, libcap) cost every authctl command 0.9 MB of its peak RSS and a part of
-// its start. systemd loads its own optional libraries the same way.
+// libgpg-error, liblzma, libzstd, liblz4, libcap) would cost every authctl command memory and start-up time for
+// nothing. systemd loads its own optional libraries the same way.
 //
 // Each function below has the name and the type the libsystemd headers declare (the compiler checks each against
 // its declaration) and calls the library's own through a table filled once. A daemon that cannot load

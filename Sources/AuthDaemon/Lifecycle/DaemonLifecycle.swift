@@ -181,12 +181,12 @@ public final class DaemonLifecycle {
         }
         self.server = server
         logger.info("Serving Varlink", metadata: ["authd.socket": "\(daemon.paths.socketPath)"])
-        follow(daemon, server)
+        attachBusAndExpiry(daemon, server)
     }
 
     /// The bus announcer and the expiry timer on the loop; then the service starts its timers and the daemon is
     /// ready.
-    private func follow(_ daemon: Daemon, _ server: VarlinkServer) {
+    private func attachBusAndExpiry(_ daemon: Daemon, _ server: VarlinkServer) {
         do {
             // On the system bus a signal goes only to the peers that may use its group.
             announcer = try BusAnnouncer(

@@ -51,7 +51,7 @@ final class VarlinkConnection: Sendable {
     static let maximumReplySize = 16 * 1024 * 1024
 
     /// How long a call waits for its reply on its caller's thread before it awaits the rest on a thread of its
-    /// own: `poll`'s shortest bound, 25 times a GetToken round trip on an idle machine (40 µs), short enough that
+    /// own: `poll`'s shortest bound, many GetToken round trips on an idle machine, short enough that
     /// callers waiting at once on a loaded machine do not hold the threads of Swift's cooperative pool for long.
     static let inlineReplyWaitMilliseconds: Int64 = 1
 
