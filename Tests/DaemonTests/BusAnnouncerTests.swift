@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
-import AuthDaemon
 import AuthDaemonCommand
 import AuthProtocol
 import AuthStore
@@ -9,6 +8,8 @@ import Foundation
 import Logging
 import Systemd
 import Testing
+
+@testable import AuthDaemon
 
 @Suite("D-Bus signals from the service's events")
 struct BusAnnouncerTests {
@@ -93,18 +94,17 @@ struct BusAnnouncerTests {
         #expect(names.standardOutput.contains(BusAnnouncer.name))
     }
 
-    /// An announcer on a loop of its own thread, and the handle other threads announce through.
+    /// An announcer on a loop of its own thread, reached on that thread as the daemon reaches its own.
     static func announcer(on bus: BusAnnouncer.Bus, logger: Logger = Logger(label: "test")) throws -> (
-        LoopThread, BusAnnouncer.Announcements
+        LoopThread, AnnouncerOnLoop
     ) {
         let thread = try LoopThread()
-        let announcements = try thread.sync { context in
-            let announcer = try BusAnnouncer(bus: bus, loop: context.loop, logger: logger)
+        try thread.sync { context in
+            let announcer = BusAnnouncer(bus: bus, loop: context.loop, logger: logger)
             context.keep(announcer)
             context.onStop { announcer.stop() }
-            return announcer.announcements
         }
-        return (thread, announcements)
+        return (thread, AnnouncerOnLoop(thread: thread))
     }
 
     /// Each signal in dbus-monitor's output: the member, then its argument lines.
@@ -120,5 +120,20 @@ struct BusAnnouncerTests {
             }
         }
         return signals.filter { $0.first != "NameAcquired" && $0.first != "NameLost" }
+    }
+}
+
+/// A ``BusAnnouncer`` kept by a ``LoopThread``: each use runs on the loop's thread and waits for it there.
+struct AnnouncerOnLoop: Sendable {
+    let thread: LoopThread
+
+    func announce(_ event: AuthEvent) {
+        try? thread.sync { context in Self.announcer(context).emit(event) }
+    }
+
+    var isConnected: Bool { (try? thread.sync { context in Self.announcer(context).isConnected }) ?? false }
+
+    private static func announcer(_ context: LoopThread.Context) -> BusAnnouncer {
+        context.kept.compactMap { $0 as? BusAnnouncer }[0]
     }
 }

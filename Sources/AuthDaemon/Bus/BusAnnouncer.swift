@@ -3,7 +3,6 @@ import AuthCore
 import AuthProtocol
 import DequeModule
 import Logging
-import Synchronization
 import Systemd
 
 #if canImport(Glibc)
@@ -23,8 +22,8 @@ import Systemd
 /// when it leaves the bus.
 ///
 /// sd-bus objects are not thread-safe, so the announcer lives on the thread of a ``MainLoop``, which drives the
-/// connection (its socket and timeouts are sources of the loop); other threads hand it events through
-/// ``announcements``. Events that come before the name is owned wait for it (at most ``queueLimit``, the oldest
+/// connection (its socket and timeouts are sources of the loop), and is handed the service's events there (the
+/// service's actor runs on the same loop). Events that come before the name is owned wait for it (at most ``queueLimit``, the oldest
 /// dropped first). When the bus cannot be reached it logs a warning and tries again from a timer of the loop,
 /// backing off to ``maximumRetryInterval``.
 public final class BusAnnouncer {
@@ -33,25 +32,6 @@ public final class BusAnnouncer {
         case system
         case user
         case address(String)
-    }
-
-    /// Where any thread hands events to a ``BusAnnouncer``.
-    public final class Announcements: Sendable {
-        fileprivate let inbox: LoopInbox<AuthEvent>
-        fileprivate let connected = Atomic<Bool>(false)
-
-        fileprivate init() throws(SystemdError) {
-            inbox = try LoopInbox(limit: BusAnnouncer.queueLimit)
-        }
-
-        /// Queues `event` for announcement; returns at once.
-        public func announce(_ event: AuthEvent) {
-            guard BusAnnouncer.signal(for: event) != nil else { return }
-            inbox.send(event)
-        }
-
-        /// Whether the announcer owns its name on the bus now.
-        public var isConnected: Bool { connected.load(ordering: .acquiring) }
     }
 
     public static let name = "com.exponea.AuthD1"
@@ -75,15 +55,11 @@ public final class BusAnnouncer {
     /// Events kept while the name is not owned yet; older ones are dropped first.
     public static let queueLimit = 4096
 
-    /// Where other threads hand events to this announcer.
-    public let announcements: Announcements
-
     private let bus: Bus
     /// Who may use which group, when signals go only to the peers that watch (the system bus).
     private let access: AccessControl?
     private let logger: Logger
     private unowned let loop: MainLoop
-    private var inboxSource: EventSource?
     /// The connection of the current attempt, with what hangs on it.
     private var connection: BusConnection?
     private var object: BusObjectRegistration?
@@ -103,25 +79,20 @@ public final class BusAnnouncer {
     ///
     /// - Parameter access: nil to broadcast every signal (a user's own bus); otherwise each signal goes only to
     ///   the peers that watch its group and that `access` lets use it.
-    /// - Throws: ``SystemdError`` when the loop cannot take the announcer's sources.
-    public init(bus: Bus, access: AccessControl? = nil, loop: MainLoop, logger: Logger) throws(SystemdError) {
+    public init(bus: Bus, access: AccessControl? = nil, loop: MainLoop, logger: Logger) {
         self.bus = bus
         self.access = access
         self.logger = logger
         self.loop = loop
-        announcements = try Announcements()
-        inboxSource = try announcements.inbox.receive(on: loop) { [weak self] event in self?.emit(event) }
         connect()
     }
 
     /// Whether the announcer owns its name on the bus now.
-    public var isConnected: Bool { announcements.isConnected }
+    public var isConnected: Bool { owned }
 
     /// Sends what is queued, releases the name and stops; events announced later are dropped.
     public func stop() {
         stopped = true
-        inboxSource?.cancel()
-        inboxSource = nil
         retryTimer?.cancel()
         retryTimer = nil
         // Only a connection that owns the name has anything to send; one still connecting is closed as it is.
@@ -192,7 +163,6 @@ public final class BusAnnouncer {
     private func owns(attempt current: Int) {
         guard current == attempt, !stopped else { return }
         owned = true
-        announcements.connected.store(true, ordering: .releasing)
         retry = Self.firstRetryInterval
         warned = false
         logger.info("Announcing on D-Bus", metadata: ["authd.bus_name": "\(Self.name)"])
@@ -207,7 +177,6 @@ public final class BusAnnouncer {
         guard current == attempt, !stopped else { return }
         attempt += 1  // later callbacks of this connection change nothing
         owned = false
-        announcements.connected.store(false, ordering: .releasing)
         // Once per outage at warning level; the retries at debug level.
         logger.log(
             level: warned ? .debug : .warning,
@@ -228,7 +197,6 @@ public final class BusAnnouncer {
         // would hold the release until the bus answers.
         if !owned { connection?.close() }
         owned = false
-        announcements.connected.store(false, ordering: .releasing)
         object?.cancel()
         object = nil
         watchers = nil
@@ -237,12 +205,12 @@ public final class BusAnnouncer {
 
     /// Sends `event`'s signal now, or queues it until the name is owned. On the loop's thread.
     func emit(_ event: AuthEvent) {
+        guard let (member, arguments) = Self.signal(for: event) else { return }
         guard owned, let connection, let watchers else {
             pending.append(event)
             if pending.count > Self.queueLimit { pending.removeFirst(pending.count - Self.queueLimit) }
             return
         }
-        guard let (member, arguments) = Self.signal(for: event) else { return }
         do {
             if access == nil {
                 try connection.emitSignal(

@@ -189,7 +189,7 @@ public final class DaemonLifecycle {
     private func attachBusAndExpiry(_ daemon: Daemon, _ server: VarlinkServer) {
         do {
             // On the system bus a signal goes only to the peers that may use its group.
-            announcer = try BusAnnouncer(
+            announcer = BusAnnouncer(
                 bus: daemon.mode == .system ? .system : .user, access: daemon.mode == .system ? daemon.access : nil,
                 loop: loop, logger: logger)
             try ExpiryTimerSource.watch(daemon.timer, on: loop, service: daemon.service, logger: logger)
