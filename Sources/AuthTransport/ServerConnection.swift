@@ -33,11 +33,10 @@ struct ConnectionLimits: Sendable {
 /// ``ConnectionPoller`` (a source of the loop of its own, or one in the poller's set), its timeouts are one timer
 /// of the loop.
 ///
-/// Inbound, it splits the byte stream into messages (bounded) and takes them in order: a call that the handler
-/// answers at once (``VarlinkCallHandler/answerImmediately(_:from:)``) is answered in the same turn, when nothing
-/// earlier of the connection still runs; any other starts a task on the loop's executor that runs it and then
-/// the calls that arrived meanwhile, one after another, and ends when none is left. So replies keep their order
-/// with one route per call.
+/// Inbound, it splits the byte stream into messages (bounded) and takes them in order. Each call is dispatched
+/// once, when its turn comes (``VarlinkCallHandler/dispatch(_:from:connection:)``): answered in that turn, or run
+/// by a task on the loop's executor that runs it and then the calls that arrived meanwhile, one after another,
+/// and ends when none is left. So replies keep their order with one route per call.
 ///
 /// Outbound, a reply is written at once; only what the kernel does not take waits, and the loop watches for
 /// writability only while it does.
@@ -199,37 +198,48 @@ final class ServerConnection {
         flush()
     }
 
-    /// Answers `message` at once, or runs it in the connection's task (started now, or after the calls before).
+    /// Work of a call that runs later, in the connection's task.
+    private typealias Work = @Sendable (VarlinkReplies) async -> Void
+
+    /// Dispatches `message` now, or queues it behind the connection's task.
     private func take(_ message: [UInt8]) {
         callsInFlight += 1
         bytesInFlight += message.count + 1
         guard running == nil else { return waiting.append(message) }
-        // nil: the framing is intact but the message is no call; the task answers it.
-        let call = try? VarlinkCall(decoding: message)
-        if let call, let reply = handler.answerImmediately(call, from: peer) {
-            finish(size: message.count + 1)
-            return append(reply)
+        if let work = dispatch(message) { startCalls(first: work, size: message.count + 1) }
+    }
+
+    /// Dispatches `message`, whose turn it is: answers it now and returns nil, or returns its work.
+    private func dispatch(_ message: [UInt8]) -> Work? {
+        let outcome: VarlinkDispatch
+        do {
+            outcome = handler.dispatch(try VarlinkCall(decoding: message), from: peer, connection: identity)
+        } catch {
+            // The framing is intact but the message is no call: the connection can go on.
+            outcome = .answered(VarlinkReplyEncoder.error(.invalidParameter("method")))
         }
-        startCalls(first: call, size: message.count + 1)
+        switch outcome {
+        case .answered(let reply):
+            finish(size: message.count + 1)
+            if let reply { append(reply) }
+            return nil
+        case .later(let work):
+            return work
+        }
     }
 
     /// Runs `first`, then every call that waits behind it, in a task on the loop.
-    private func startCalls(first: VarlinkCall?, size: Int) {
+    private func startCalls(first: @escaping Work, size: Int) {
         ranTask = true
         let connection = LoopBound(self, executor: executor)
         // The task's replies: they, and what the handler keeps of them (a subscription), hold the connection
         // until the task ends.
         let replies = VarlinkReplies(connection: connection)
-        let (handler, peer, identity) = (handler, peer, identity)
+        let (handler, identity) = (handler, identity)
         running = Task(executorPreference: executor) {
-            var next: (call: VarlinkCall?, size: Int)? = (first, size)
-            while let (call, size) = next {
-                if let call {
-                    await handler.handle(call, from: peer, connection: identity, replies: replies)
-                } else {
-                    // The framing is intact, so the connection can go on.
-                    try? replies.send(VarlinkReplyEncoder.error(.invalidParameter("method")))
-                }
+            var next: (work: Work, size: Int)? = (first, size)
+            while let (work, size) = next {
+                await work(replies)
                 next = connection.value.callFinished(size: size)
             }
             // After its last call returned: nothing the connection held can be taken again by a call still running.
@@ -237,13 +247,13 @@ final class ServerConnection {
         }
     }
 
-    /// The task's call of `size` bytes returned: the next call waiting, decoded, or nil when none is (the task
-    /// ends).
-    private func callFinished(size: Int) -> (VarlinkCall?, Int)? {
+    /// The task's call of `size` bytes returned: the calls waiting are dispatched in turn, those answered now
+    /// answered, up to the next that runs later (returned to the task), or nil when none is left (the task ends).
+    private func callFinished(size: Int) -> (Work, Int)? {
         finish(size: size)
-        if !isClosed, let message = waiting.popFirst() {
+        while !isClosed, let message = waiting.popFirst() {
             readOnIfRoom()
-            return (try? VarlinkCall(decoding: message), message.count + 1)
+            if let work = dispatch(message) { return (work, message.count + 1) }
         }
         running = nil
         readOnIfRoom()

@@ -26,43 +26,40 @@ public struct VarlinkConnectionID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "connection \(rawValue)" }
 }
 
+/// What becomes of a call, decided once, when its turn comes.
+public enum VarlinkDispatch: Sendable {
+    /// Answered in the turn that read it: the whole framed reply, or nil for a call that wants none (`oneway`).
+    case answered([UInt8]?)
+    /// Runs later, in the connection's task, after the calls before it: it sends its replies (none, one, or
+    /// several for `more`) through the ``VarlinkReplies`` it is given, which it may hand on until it returns.
+    case later(@Sendable (VarlinkReplies) async -> Void)
+}
+
 /// Handles the calls that arrive on a connection, one after another, in order.
 public protocol VarlinkCallHandler: Sendable {
-    /// Handles one call: sends no reply (`oneway`), one, or several (`more`) through `replies`, which may be
-    /// kept and used from elsewhere until the call returns.
-    func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async
-
-    /// Handles one call made on `connection`. The server calls this one; the default passes the call on to
-    /// ``handle(_:from:replies:)``, for handlers that keep nothing per connection.
-    func handle(
-        _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
-    ) async
+    /// Dispatches `call`, made by `caller` on `connection`, once: answers it now (a read of state held in memory,
+    /// an error) or returns the work that answers it later. Called on the connection's loop when the call's turn
+    /// comes (no earlier call of the connection runs), so replies keep their order; it must not block.
+    func dispatch(_ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch
 
     /// `connection` is closed and none of its calls runs any more: called once, after its last call returned,
     /// so that what the connection held (a refresh claim) ends with it. The default does nothing.
     func connectionClosed(_ connection: VarlinkConnectionID) async
-
-    /// The whole reply to `call` when it can be given at once without waiting (a read of state held in
-    /// memory), or nil to have the call go through ``handle(_:from:send:)``. Called on the connection's event
-    /// loop, only when no earlier call of the connection is still running, so replies keep their order; it
-    /// must not block.
-    func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]?
 }
 
 extension VarlinkCallHandler {
-    public func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? { nil }
+    public func connectionClosed(_ connection: VarlinkConnectionID) async {}
+}
 
-    public func handle(
-        _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
-    ) async {
-        await handle(call, from: peer, replies: replies)
+extension VarlinkDispatch {
+    /// A call's error, answered now; nothing for a `oneway` call.
+    public static func error(_ error: VarlinkError, to call: VarlinkCall) -> VarlinkDispatch {
+        .answered(call.oneway ? nil : VarlinkReplyEncoder.error(error))
     }
 
-    public func connectionClosed(_ connection: VarlinkConnectionID) async {}
-
-    /// Handles one call whose replies go to `send`, each a framed message.
-    public func handle(_ call: VarlinkCall, from peer: Caller, send: @escaping VarlinkSend) async {
-        await handle(call, from: peer, replies: VarlinkReplies(send: send))
+    /// A call's reply, answered now; nothing for a `oneway` call.
+    public static func reply(_ reply: [UInt8], to call: VarlinkCall) -> VarlinkDispatch {
+        .answered(call.oneway ? nil : reply)
     }
 }
 
@@ -70,14 +67,16 @@ extension VarlinkCallHandler {
 /// unknown interfaces and `upgrade`, and passes every other call on to the interface's handler.
 public struct VarlinkServiceHandler: VarlinkCallHandler {
     private let info: VarlinkService.Info
-    private let interfaces: [String: (description: String, handler: any VarlinkCallHandler)]
-    /// Each interface's name and a dot, with what answers its calls at once, for ``answerImmediately(_:from:)``:
-    /// matching the method's bytes against these costs less than making its interface a string and hashing it.
+    private let descriptions: [String: String]
+    /// Each interface's name and a dot, matched against the method's bytes: a call's interface is found without
+    /// making a string of either.
     private let prefixes: [[UInt8]]
     /// What answers the calls of the interface of the same index in ``prefixes``.
     private let answerers: [Answerer]
+    /// The handlers told when a connection closes.
+    private let handlers: [any VarlinkCallHandler]
 
-    /// What answers an interface's calls at once.
+    /// What answers an interface's calls.
     private enum Answerer {
         /// `org.varlink.service`: this handler, from what it holds.
         case service
@@ -92,11 +91,12 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         url: String,
         interfaces: [(name: String, description: String, handler: any VarlinkCallHandler)]
     ) {
-        var served: [String: (String, any VarlinkCallHandler)] = [:]
-        for interface in interfaces { served[interface.name] = (interface.description, interface.handler) }
-        self.interfaces = served
+        var descriptions: [String: String] = [:]
+        for interface in interfaces { descriptions[interface.name] = interface.description }
+        self.descriptions = descriptions
         self.prefixes = (interfaces.map(\.name) + [VarlinkService.name]).map { Array(($0 + ".").utf8) }
         self.answerers = interfaces.map { .interface($0.handler) } + [.service]
+        self.handlers = interfaces.map(\.handler)
         self.info = VarlinkService.Info(
             vendor: vendor,
             product: product,
@@ -106,39 +106,10 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
         )
     }
 
-    public func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {
-        await handle(call, from: peer, connection: .next(), replies: replies)
-    }
-
-    public func handle(
-        _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
-    ) async {
-        let reply = call.oneway ? VarlinkReplies.discarded : replies
-        do {
-            guard !call.upgrade else { throw VarlinkError.methodNotImplemented(call.method) }
-            guard let interface = call.interface else { throw VarlinkError.interfaceNotFound(call.method) }
-            if interface == VarlinkService.name {
-                try reply.send(serviceReply(call))
-            } else if let served = interfaces[interface] {
-                await served.handler.handle(call, from: peer, connection: connection, replies: replies)
-            } else {
-                throw VarlinkError.interfaceNotFound(interface)
-            }
-        } catch let error as VarlinkError {
-            try? reply.send(VarlinkReplyEncoder.error(error))
-        } catch {
-            // The connection is gone.
-        }
-    }
-
-    public func connectionClosed(_ connection: VarlinkConnectionID) async {
-        for served in interfaces.values { await served.handler.connectionClosed(connection) }
-    }
-
-    public func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? {
-        guard !call.upgrade else { return nil }
+    public func dispatch(_ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
+        guard !call.upgrade else { return .error(.methodNotImplemented(call.method), to: call) }
         // The interface whose name is all of the method's up to its last dot, as `call.interface` says: compared
-        // with memcmp and memchr over the bytes, as this runs for every call, with no string made of either.
+        // with memcmp and memchr over the bytes, as this runs for every call.
         let prefixes = prefixes  // the closure takes the array alone, not a copy of the handler
         let matched = call.withMethod { method -> Int? in
             guard let base = method.baseAddress else { return nil }
@@ -151,20 +122,24 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
             }
             return nil
         }
-        guard let matched else { return nil }
+        guard let matched else { return .error(.interfaceNotFound(call.interface ?? call.method), to: call) }
         switch answerers[matched] {
-        case .interface(let handler): return handler.answerImmediately(call, from: peer)
-        case .service where !call.oneway:
-            // What this handler holds: a client's first call (`authctl status` asks GetInfo) needs no other thread.
+        case .interface(let handler):
+            return handler.dispatch(call, from: caller, connection: connection)
+        case .service:
+            // What this handler holds: a client's first call (`authctl status` asks GetInfo) needs no task.
             do {
-                return try serviceReply(call)
+                return .reply(try serviceReply(call), to: call)
             } catch let error as VarlinkError {
-                return VarlinkReplyEncoder.error(error)
+                return .error(error, to: call)
             } catch {
-                return nil
+                return .error(.invalidParameter("parameters"), to: call)
             }
-        case .service: return nil
         }
+    }
+
+    public func connectionClosed(_ connection: VarlinkConnectionID) async {
+        for handler in handlers { await handler.connectionClosed(connection) }
     }
 
     /// The reply to an `org.varlink.service` call.
@@ -175,8 +150,7 @@ public struct VarlinkServiceHandler: VarlinkCallHandler {
             return try VarlinkReplyEncoder.reply(info)
         case "org.varlink.service.GetInterfaceDescription":
             let name = try call.parameters(VarlinkService.DescriptionParameters.self).interface
-            let description =
-                name == VarlinkService.name ? VarlinkService.description : interfaces[name]?.description
+            let description = name == VarlinkService.name ? VarlinkService.description : descriptions[name]
             guard let description else { throw VarlinkError.interfaceNotFound(name) }
             return try VarlinkReplyEncoder.reply(VarlinkService.DescriptionResult(description: description))
         default:

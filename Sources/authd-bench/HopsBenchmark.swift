@@ -69,7 +69,9 @@ struct HopsBenchmark {
         let parsed = try VarlinkCall(decoding: Array(Requests.getToken("bench").dropLast()))
         // On the loop, where the transport calls it (the service's state is the actor's, on the loop).
         let answered = try blocking { [self] in
-            try await loop.run { _ in perCall(rounds) { _ = dispatcher.answerImmediately(parsed, from: caller) } }
+            try await loop.run { _ in
+                perCall(rounds) { _ = dispatcher.dispatch(parsed, from: caller, connection: .next()) }
+            }
         }
         row("GetToken hop: method, group name, access, the service's kept reply", answered)
         let jwt = try StreamJWT(parsing: token)

@@ -21,13 +21,11 @@ struct ConnectionIdentityTests {
         let closedAfterCalls = Mutex<[VarlinkConnectionID]>([])
         let running = Mutex<Set<VarlinkConnectionID>>([])
 
-        func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {
-            Issue.record("the server must pass the connection")
+        func dispatch(_ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
+            .later { [self] replies in await handle(call, connection: connection, replies: replies) }
         }
 
-        func handle(
-            _ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
-        ) async {
+        func handle(_ call: VarlinkCall, connection: VarlinkConnectionID, replies: VarlinkReplies) async {
             calls.withLock { $0.append(connection) }
             running.withLock { _ = $0.insert(connection) }
             defer { running.withLock { _ = $0.remove(connection) } }

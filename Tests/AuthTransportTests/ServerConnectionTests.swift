@@ -19,17 +19,14 @@ struct ServerConnectionTests {
         let handled = Mutex<[String]>([])
         let closed = Mutex(0)
 
-        func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? {
-            call.method == "test.Now" ? Array(#"{"parameters":{}}"#.utf8) + [0] : nil
-        }
-
-        func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {
-            handled.withLock { $0.append(call.method) }
-            if call.method == "test.Wait" { await gate.wait() }
-            // A call that waited its turn comes here, whatever the loop could have answered.
-            let reply =
-                call.method == "test.Now" ? #"{"parameters":{}}"# : #"{"parameters":{"method":"\#(call.method)"}}"#
-            try? replies.send(Array(reply.utf8) + [0])
+        func dispatch(_ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
+            // At its turn, whether it came at once or waited behind a call that ran.
+            if call.method == "test.Now" { return .answered(Array(#"{"parameters":{}}"#.utf8) + [0]) }
+            return .later { [self] replies in
+                handled.withLock { $0.append(call.method) }
+                if call.method == "test.Wait" { await gate.wait() }
+                try? replies.send(Array(#"{"parameters":{"method":"\#(call.method)"}}"#.utf8) + [0])
+            }
         }
 
         func connectionClosed(_ connection: VarlinkConnectionID) async {

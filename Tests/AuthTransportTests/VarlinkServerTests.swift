@@ -23,9 +23,11 @@ struct VarlinkServerTests {
         struct Blob: Codable, Sendable { var data: String }
         struct ThreadReply: Codable, Sendable { var thread: UInt }
 
-        func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? {
-            guard call.method == "test.Thread" else { return nil }
-            return try? VarlinkReplyEncoder.reply(ThreadReply(thread: UInt(pthread_self())))
+        func dispatch(_ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
+            if call.method == "test.Thread" {
+                return .answered(try? VarlinkReplyEncoder.reply(ThreadReply(thread: UInt(pthread_self()))))
+            }
+            return .later { [self] replies in await handle(call, from: peer, replies: replies) }
         }
 
         func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {

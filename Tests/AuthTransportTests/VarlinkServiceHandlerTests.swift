@@ -5,15 +5,25 @@ import Testing
 
 @testable import AuthTransport
 
-/// `VarlinkServiceHandler` hands a call to be answered at once to the interface whose name is all of the
-/// method's up to its last dot, and to no other.
+/// `VarlinkServiceHandler` dispatches a call once, to the interface whose name is all of the method's up to its
+/// last dot, and to no other.
 @Suite("Varlink service handler")
 struct VarlinkServiceHandlerTests {
     /// Answers every call at once with its own name.
     struct NamedHandler: VarlinkCallHandler {
         let name: String
-        func handle(_ call: VarlinkCall, from peer: Caller, replies: VarlinkReplies) async {}
-        func answerImmediately(_ call: VarlinkCall, from peer: Caller) -> [UInt8]? { Array(name.utf8) }
+        func dispatch(_ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
+            .answered(Array(name.utf8))
+        }
+    }
+
+    /// What `call` is answered with now, as text; nil when it runs later, or wants no reply.
+    func answered(_ call: VarlinkCall) -> String? {
+        guard
+            case .answered(let reply?) = service.dispatch(
+                call, from: Caller(pid: 1, uid: 1, gid: 1), connection: .next())
+        else { return nil }
+        return String(decoding: reply.last == 0 ? reply.dropLast() : reply[...], as: UTF8.self)
     }
 
     let service = VarlinkServiceHandler(
@@ -30,18 +40,18 @@ struct VarlinkServiceHandlerTests {
     func answersThroughTheInterfaceOfTheMethod(method: String, interface: String?) throws {
         let call = try VarlinkCall(decoding: Array(#"{"method":"\#(method)"}"#.utf8))
         #expect(call.interface.flatMap { ["a.b", "a.b.c"].contains($0) ? $0 : nil } == interface)
-        let answer = service.answerImmediately(call, from: Caller(pid: 1, uid: 1, gid: 1))
-        #expect(answer.map { String(decoding: $0, as: UTF8.self) } == interface)
+        let answer = answered(call)
+        if let interface {
+            #expect(answer == interface)
+        } else {
+            #expect(answer?.contains("org.varlink.service.InterfaceNotFound") == true, "\(answer ?? "nil")")
+        }
     }
 
     /// `org.varlink.service` is answered at once from what the handler holds: a client's first call (`authctl
     /// status` asks GetInfo) needs no other thread. A oneway call gets nothing.
     @Test func theServiceInterfaceIsAnsweredAtOnce() throws {
-        func answer(_ json: String) throws -> String? {
-            let call = try VarlinkCall(decoding: Array(json.utf8))
-            return service.answerImmediately(call, from: Caller(pid: 1, uid: 1, gid: 1))
-                .map { String(decoding: $0.dropLast(), as: UTF8.self) }
-        }
+        func answer(_ json: String) throws -> String? { answered(try VarlinkCall(decoding: Array(json.utf8))) }
         let info = try answer(#"{"method":"org.varlink.service.GetInfo"}"#)
         #expect(info?.contains(#""interfaces":["org.varlink.service","a.b","a.b.c"]"#) == true, "\(info ?? "nil")")
         #expect(info?.contains(#""product":"p""#) == true)
@@ -56,8 +66,9 @@ struct VarlinkServiceHandlerTests {
         #expect(try answer(#"{"method":"org.varlink.service.GetInfo","oneway":true}"#) == nil)
     }
 
-    @Test func anUpgradeIsNeverAnsweredAtOnce() throws {
+    @Test func anUpgradeIsRefusedAtOnce() throws {
         let call = try VarlinkCall(decoding: Array(#"{"method":"a.b.M","upgrade":true}"#.utf8))
-        #expect(service.answerImmediately(call, from: Caller(pid: 1, uid: 1, gid: 1)) == nil)
+        let answer = answered(call)
+        #expect(answer?.contains("org.varlink.service.MethodNotImplemented") == true, "\(answer ?? "nil")")
     }
 }

@@ -46,7 +46,8 @@ struct AuthCallDispatcherTests {
         /// The replies to one call, each decoded as a JSON object.
         func call(_ json: String, as caller: Caller? = nil) async throws -> [[String: Any]] {
             let frames = Locked<[[UInt8]]>([])
-            await dispatcher.handle(try VarlinkCall(decoding: Array(json.utf8)), from: caller ?? owner) { frame in
+            try await dispatcher.handle(try VarlinkCall(decoding: Array(json.utf8)), from: caller ?? owner, on: loop) {
+                frame in
                 frames.withLock { $0.append(frame) }
             }
             return try frames.withLock { $0 }.map { frame in
@@ -216,8 +217,7 @@ struct AuthCallDispatcherTests {
         // On the loop, as the transport calls it.
         let dispatcher = fixture.dispatcher
         func immediate(_ caller: Caller) async throws -> [String: Int]? {
-            guard let frame = try await fixture.loop.run({ _ in dispatcher.answerImmediately(count, from: caller) })
-            else { return nil }
+            guard let frame = try await dispatcher.answered(count, from: caller, on: fixture.loop) else { return nil }
             let reply = try JSONSerialization.jsonObject(with: Data(frame.dropLast())) as? [String: Any]
             return (reply?["parameters"] as? [String: Any])?.compactMapValues { $0 as? Int }
         }
@@ -237,7 +237,7 @@ struct AuthCallDispatcherTests {
 
         let extra = try VarlinkCall(
             decoding: Array(#"{"method":"com.exponea.Auth.CountGroups","parameters":{"x":1}}"#.utf8))
-        let refusal = try await fixture.loop.run { _ in dispatcher.answerImmediately(extra, from: root) }.map {
+        let refusal = try await dispatcher.answered(extra, from: root, on: fixture.loop).map {
             String(decoding: $0, as: UTF8.self)
         }
         #expect(refusal?.contains("org.varlink.service.InvalidParameter") == true, "\(refusal ?? "nil")")
@@ -283,11 +283,11 @@ struct AuthCallDispatcherTests {
         let frames = Arrivals<String>()
         struct Gone: Error {}
         let subscription = Task {
-            await fixture.dispatcher.handle(
+            try await fixture.dispatcher.handle(
                 try VarlinkCall(
                     decoding: Array(
                         #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)),
-                from: fixture.owner
+                from: fixture.owner, on: fixture.loop
             ) { frame in
                 frames.append(String(decoding: frame.dropLast(), as: UTF8.self))
                 if frames.all.count == 3 { throw Gone() }  // the client went away after the state and two events
@@ -329,11 +329,11 @@ struct AuthCallDispatcherTests {
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
         let frames = Arrivals<String>()
         let subscription = Task {
-            await dispatcher.handle(
+            try await dispatcher.handle(
                 try VarlinkCall(
                     decoding: Array(
                         #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)),
-                from: Caller(pid: 7, uid: 0, gid: 0)
+                from: Caller(pid: 7, uid: 0, gid: 0), on: loop
             ) { frame in frames.append(String(decoding: frame.dropLast(), as: UTF8.self)) }
         }
         #expect(await frames.waitFor(count: 1))  // the state: registered

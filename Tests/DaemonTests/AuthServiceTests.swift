@@ -424,12 +424,12 @@ struct SubscriptionBoundTests {
         let dispatcher = AuthCallDispatcher(
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
         let reply = Locked<[UInt8]>([])
-        await dispatcher.handle(
+        try await dispatcher.handle(
             try VarlinkCall(
                 decoding: Array(
                     #"{"method":"com.exponea.Auth.Subscribe","more":true,"parameters":{"group":"shop"}}"#.utf8)
             ),
-            from: Caller(pid: 4, uid: 0, gid: 0)
+            from: Caller(pid: 4, uid: 0, gid: 0), on: loop
         ) { bytes in reply.withLock { $0 = bytes } }
         #expect(
             String(decoding: reply.withLock { $0 }.dropLast(), as: UTF8.self)

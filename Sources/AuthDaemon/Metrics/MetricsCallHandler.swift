@@ -25,25 +25,30 @@ struct MetricsCallHandler: VarlinkCallHandler {
     let connections: ConnectionCounters
     let lifetime: DaemonLifetime
 
-    func handle(_ call: VarlinkCall, from caller: Caller, replies: VarlinkReplies) async {
-        let reply = call.oneway ? VarlinkReplies.discarded : replies
+    func dispatch(_ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
         do {
-            switch call.method {
-            case MetricsInterface.list:
+            if call.hasMethod(Self.listMethod) {
                 try checkCall(call)
-                try reply.send(await list(for: caller))
-            case MetricsInterface.describe:
-                try checkCall(call)
-                try reply.send(Self.describe())
-            default:
-                throw VarlinkError.methodNotFound(call.method)
+                // The groups' figures are the service's: read in its turn.
+                return .later { replies in
+                    let reply = call.oneway ? VarlinkReplies.discarded : replies
+                    try? reply.send(await list(for: caller))
+                }
             }
+            if call.hasMethod(Self.describeMethod) {
+                try checkCall(call)
+                return .reply(try Self.describe(), to: call)
+            }
+            throw VarlinkError.methodNotFound(call.method)
         } catch let error as VarlinkError {
-            try? reply.send(VarlinkReplyEncoder.error(error))
+            return .error(error, to: call)
         } catch {
-            // The connection is gone.
+            return .error(.invalidParameter("parameters"), to: call)
         }
     }
+
+    private static let listMethod = Array(MetricsInterface.list.utf8)
+    private static let describeMethod = Array(MetricsInterface.describe.utf8)
 
     /// Both methods stream (`more`) and take no parameter, as sd-varlink's dispatch with no table refuses any.
     private func checkCall(_ call: VarlinkCall) throws(VarlinkError) {

@@ -49,24 +49,48 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         self.logger = logger
     }
 
-    /// Handles one call of the `com.exponea.Auth` interface, as made on a connection of its own (a claim it
-    /// is granted lasts until its lease ends).
-    public func handle(_ call: VarlinkCall, from caller: Caller, replies: VarlinkReplies) async {
-        let connection = VarlinkConnectionID.next()
-        await handle(call, from: caller, connection: connection, replies: replies)
-        callerUnits.forget(connection)
+    /// Dispatches one call of the `com.exponea.Auth` interface, its method found once from its bytes: GetToken,
+    /// and CountGroups of a caller who may use every group, are answered now (they read the service's state in
+    /// this turn: its actor runs on the loop) and never wait; every other call runs later, in the connection's
+    /// task. Called on the loop. A `oneway` call runs and sends nothing.
+    public func dispatch(_ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
+        guard let method = Self.method(of: call) else {
+            calls.count(nil, .methodNotFound)
+            return .error(.methodNotFound(call.method), to: call)
+        }
+        if !call.oneway {
+            do {
+                switch method {
+                case .getToken:
+                    let reply = try getToken(call, caller)
+                    calls.count(.getToken, .ok)
+                    return .answered(reply)
+                case .countGroups:
+                    if let reply = try everyGroupCounted(call, caller) {
+                        calls.count(.countGroups, .ok)
+                        return .answered(reply)
+                    }
+                default:
+                    break
+                }
+            } catch let error as VarlinkError {
+                calls.count(method, CallCounters.Result(error))
+                return .error(error, to: call)
+            } catch {
+                // A reply that could not be encoded: the call runs later, where it is answered or logged.
+            }
+        }
+        return .later { replies in await run(method, call, caller, connection, replies) }
     }
 
-    /// Handles one call of the `com.exponea.Auth` interface made on `connection`. A `oneway` call runs and
-    /// sends nothing.
-    public func handle(
-        _ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID, replies: VarlinkReplies
+    /// Runs one call later, in the connection's task, and sends its replies.
+    private func run(
+        _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
+        _ replies: VarlinkReplies
     ) async {
         let reply = call.oneway ? VarlinkReplies.discarded : replies
-        let method = AuthInterface.Method(qualifiedName: call.method)
         do {
-            guard let method else { throw VarlinkError.methodNotFound(call.method) }
-            try await run(method, call, caller, connection, reply)
+            try await perform(method, call, caller, connection, reply)
             calls.count(method, .ok)
         } catch let error as VarlinkError {
             calls.count(method, CallCounters.Result(error))
@@ -78,6 +102,15 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         }
     }
 
+    /// The interface's methods by their qualified names' bytes, GetToken first: found without making a string.
+    private static let methods = AuthInterface.Method.allCases.sorted { a, _ in a == .getToken }.map {
+        (name: Array($0.qualifiedName.utf8), method: $0)
+    }
+
+    private static func method(of call: VarlinkCall) -> AuthInterface.Method? {
+        methods.first { call.hasMethod($0.name) }?.method
+    }
+
     /// The refresh claims `connection` holds end with it (the app exited or crashed inside its fetch).
     public func connectionClosed(_ connection: VarlinkConnectionID) async {
         callerUnits.forget(connection)
@@ -85,7 +118,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         await service.connectionClosed(connection.rawValue)
     }
 
-    private func run(
+    private func perform(
         _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
         _ replies: VarlinkReplies
     ) async throws {
@@ -231,39 +264,6 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             try replies.send(VarlinkReplyEncoder.reply(CountGroupsResult(groups: groups, withToken: withToken)))
         }
     }
-
-    /// GetToken, and CountGroups of a caller who may use every group, answered on the loop, in the turn that read it
-    /// when nothing else of the connection is running: they read the service's state in that turn (its actor runs
-    /// on the loop) and never wait. Called on the loop.
-    public func answerImmediately(_ call: VarlinkCall, from caller: Caller) -> [UInt8]? {
-        guard !call.oneway else { return nil }
-        var method: AuthInterface.Method?
-        do {
-            if call.hasMethod(Self.getTokenMethod) {
-                method = .getToken
-                let reply = try getToken(call, caller)
-                calls.count(.getToken, .ok)
-                return reply
-            }
-            if call.hasMethod(Self.countGroupsMethod) {
-                method = .countGroups
-                // nil: the count of the groups the caller may use goes through the actor, and is counted there.
-                guard let reply = try everyGroupCounted(call, caller) else { return nil }
-                calls.count(.countGroups, .ok)
-                return reply
-            }
-            return nil
-        } catch let error as VarlinkError {
-            calls.count(method, CallCounters.Result(error))
-            return VarlinkReplyEncoder.error(error)
-        } catch {
-            return nil
-        }
-    }
-
-    /// The qualified names answered at once, as bytes made once: compared with the call's without a string.
-    private static let getTokenMethod = Array(AuthInterface.Method.getToken.qualifiedName.utf8)
-    private static let countGroupsMethod = Array(AuthInterface.Method.countGroups.qualifiedName.utf8)
 
     /// CountGroups' reply from the counts the service keeps, for a caller who may use every group; nil for
     /// another, whose count is of the groups it may use. On the loop.
