@@ -116,7 +116,7 @@ struct FootprintBenchmark {
                 .init(
                     measure: "Installed size (\(names.joined(separator: " and ")), stripped)",
                     value: String(format: "%.1f MiB", Double(size) / 1_048_576),
-                    goal: "<= 14 MiB", met: size <= 14 * 1_048_576))
+                    goal: "<= 18 MiB", met: size <= 18 * 1_048_576))
         }
     }
 
