@@ -12,6 +12,9 @@ struct ConnectionChurnTests {
     static let rounds = 3_000
     /// What the daemon's resident size may move by over all of them: pages the allocator takes once.
     static let marginKiB = 512
+    /// What the main arena's heap (`[heap]`, where the loop allocates) may grow by: malloc moves its top in steps of
+    /// 128 KiB (M_TOP_PAD), and a connection kept each time would grow it by megabytes.
+    static let heapMarginKiB = 256
 
     typealias Kind = @Sendable (FaultClient) throws -> Void
     static let kinds: [(String, Kind)] = [
@@ -45,6 +48,7 @@ struct ConnectionChurnTests {
         for (_, kind) in Self.kinds { try churn(kind, Self.rounds) }
         #expect(try Self.waitUntilHeld(1, socket: daemon.socketPath))
         let before = try MemoryFigures(pid: pid)
+        let heapBefore = try Self.heapKiB(pid)
 
         for (name, kind) in Self.kinds {
             try churn(kind, Self.rounds)
@@ -52,8 +56,20 @@ struct ConnectionChurnTests {
             #expect(try Self.waitUntilHeld(1, socket: daemon.socketPath), "\(name): connections outlived their clients")
         }
         let after = try MemoryFigures(pid: pid)
-        print("Churn: \(Self.kinds.count) x \(Self.rounds) connections, daemon \(before) before, \(after) after")
+        let heapAfter = try Self.heapKiB(pid)
+        print(
+            "Churn: \(Self.kinds.count) x \(Self.rounds) connections, daemon \(before) before, \(after) after; "
+                + "heap \(heapBefore) KiB before, \(heapAfter) KiB after")
         #expect(after.residentKiB - before.residentKiB <= Self.marginKiB)
+        #expect(heapAfter - heapBefore <= Self.heapMarginKiB)
+    }
+
+    /// The size of the daemon's `[heap]` mapping (the main arena, grown with brk), in KiB.
+    static func heapKiB(_ pid: Int32) throws -> Int {
+        let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+        let line = try #require(maps.split(separator: "\n").first { $0.hasSuffix("[heap]") })
+        let range = line.split(separator: " ")[0].split(separator: "-").compactMap { Int($0, radix: 16) }
+        return (range[1] - range[0]) / 1024
     }
 
     /// Waits until the daemon's `connections` gauge (the connection objects it holds) reads `count`, the asking
