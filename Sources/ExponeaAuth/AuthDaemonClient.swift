@@ -90,7 +90,10 @@ public final class AuthDaemonClient: Sendable {
         self.flushWait = flushWait
     }
 
-    deinit {
+    deinit { closeIdleConnections() }
+
+    /// Closes every idle connection.
+    private func closeIdleConnections() {
         while let connection = idle.withLock({ $0.take() }) { connection.close() }
     }
 
@@ -390,7 +393,9 @@ public final class AuthDaemonClient: Sendable {
         do {
             reply = try await connection.call(message, wait: wait)
         } catch  where reused && error.code == .connectionLost {
-            // An idle connection the daemon closed (it restarted) before this side noticed: once more, anew.
+            // An idle connection the daemon closed (it restarted) before this side noticed: the other idle ones
+            // are as old, so they go too, and the call is made once more, anew.
+            closeIdleConnections()
             connection = try await connectWithinBound()
             reply = try await connection.call(message, wait: wait)
         }

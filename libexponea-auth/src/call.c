@@ -24,6 +24,18 @@ static int take_connection(exponea_auth *a, connection **ret, bool *reused) {
         return client_connect(a, ret);
 }
 
+/* Closes every idle connection: one of them was found closed by the daemon, so the daemon restarted, and each was
+ * opened before that restart (a connection is kept only once its call succeeded). */
+static void drop_idle(exponea_auth *a) {
+        connection *stale[IDLE_MAX];
+        pthread_mutex_lock(&a->idle_lock);
+        unsigned count = a->idle_count;
+        memcpy(stale, a->idle, count * sizeof *stale);
+        a->idle_count = 0;
+        pthread_mutex_unlock(&a->idle_lock);
+        for (unsigned i = 0; i < count; i++) connection_close(stale[i]);
+}
+
 static void give_back(exponea_auth *a, connection *c) {
         connection_wipe_taken(c);
         pthread_mutex_lock(&a->idle_lock);
@@ -83,9 +95,14 @@ int call(exponea_auth *a, const jbuf *message, uint64_t extra_wait, bool serve_e
                 if (result == 0)
                         result = serve_events ? receive_serving_events(a, c, deadline, &text, &length)
                                               : connection_receive(c, deadline, &text, &length);
-                /* An idle connection the daemon closed when it restarted: the call never reached it. */
-                if (result == -ECONNRESET && reused && attempt == 0 && c->have == 0) {
+                /* An idle connection the daemon closed when it restarted, found before any reply came. Every other
+                 * idle connection is as old, so they go too, and the call is made again on a new connection, which
+                 * waits for a restarting daemon within the unavailable bound. The request may have reached the old
+                 * daemon just before it stopped; every call is safe to make twice (exponea_auth_strerror(3)).
+                 * Bounded: each turn empties the idle list, so another reused one is one another thread gave back. */
+                if (result == -ECONNRESET && reused && c->have == 0 && attempt <= IDLE_MAX) {
                         connection_close(c);
+                        drop_idle(a);
                         continue;
                 }
                 r->connection = c;
