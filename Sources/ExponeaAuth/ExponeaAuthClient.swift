@@ -57,6 +57,9 @@ public final class ExponeaAuthClient: Sendable {
         /// a handler registered later gets it then (the same replay a late subscription gets from the
         /// daemon).
         var pendingJwtError: (event: AuthEvent, handled: Bool)?
+        /// The last generation the subscription told of (its state, a new token, a clear); nil before the first
+        /// subscription. A subscription made again compares the group's generation with it.
+        var heard: UInt64?
         /// The refresh claim this app holds, while its handler fetches.
         var claim: RefreshClaim?
         /// The generations this app's handler is still working on: the app does not claim them again.
@@ -283,7 +286,9 @@ public final class ExponeaAuthClient: Sendable {
     /// Every event of the group from now on, until ``close()``.
     public var events: AsyncStream<AuthEvent> { allEvents.stream() }
 
-    /// Every token set for the group from now on, even an expired one (R6), until ``close()``.
+    /// Every token set for the group from now on, even an expired one (R6), until ``close()``. A token set while
+    /// the subscription was down (the daemon restarted) comes when it is made again, with the group's generation
+    /// then.
     ///
     /// This replaces `tokenRefreshedNotification` (`NotificationCenter`, `userInfo` `group` and `generation`):
     ///
@@ -326,7 +331,17 @@ public final class ExponeaAuthClient: Sendable {
 
     private func handle(_ event: AuthEvent) async {
         allEvents.yield(event)
-        if event.kind == .tokenRefreshed || event.kind == .cleared {
+        // A subscription's first event is the group's state. After a subscription made again (the daemon
+        // restarted, or the connection was lost), a newer generation with a token is one set while this app was
+        // away: every app hears every new token (R6), so it is told as a refresh.
+        let missed = state.withLock { state -> Bool in
+            let heard = state.heard
+            guard event.kind == .state || event.kind == .tokenRefreshed || event.kind == .cleared else { return false }
+            state.heard = event.generation
+            guard event.kind == .state, let heard else { return false }
+            return event.generation > heard && event.tokenState != nil && event.tokenState != .notProvided
+        }
+        if missed || event.kind == .tokenRefreshed || event.kind == .cleared {
             // A newer token (or none): the claim on an older one has ended, and so has the error.
             endClaim(before: event.generation)
             state.withLock { state in
@@ -335,6 +350,7 @@ public final class ExponeaAuthClient: Sendable {
                 }
             }
         }
+        if missed { refreshes.yield(TokenRefresh(group: event.group, generation: event.generation)) }
         switch event.kind {
         case .tokenRefreshed:
             let refresh = TokenRefresh(group: event.group, generation: event.generation)

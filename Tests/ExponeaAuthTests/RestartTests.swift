@@ -44,3 +44,29 @@ struct RestartTests {
         }
     }
 }
+
+/// A token set while the app's subscription is down reaches its `tokenRefreshes` (R6; issue 38): the token is set
+/// during the gap through a second daemon on the same store and another socket, which the app never sees.
+@Suite("ExponeaAuth: a token set while the subscription is down")
+struct ResubscribeTests {
+    @Test func theAppHearsATokenSetWhileItWasAway() async throws {
+        let daemon = try DaemonUnderTest()
+        let auth = daemon.client()
+        defer { auth.close() }
+        let refreshes = Recorder<TokenRefresh>()
+        let listening = Task { for await refresh in auth.tokenRefreshes { refreshes.append(refresh) } }
+        defer { listening.cancel() }
+        #expect(try await daemon.waitForSubscribers(1))
+        try await auth.setSdkAuthToken(TestJWT().token(expiringIn: 3600))
+        #expect(await refreshes.waitFor(count: 1))
+
+        daemon.stop(signal: SIGTERM)
+        let other = try DaemonUnderTest(stateDirectory: daemon.stateDirectory)
+        _ = try await AuthDaemonClient(socketPath: other.socketPath)
+            .setToken(TestJWT().token(expiringIn: 3600), group: "shop")
+        other.stop(signal: SIGTERM)
+        try daemon.start()
+        #expect(await refreshes.waitFor(count: 2))
+        #expect(refreshes.all.map(\.generation) == [1, 2])
+    }
+}

@@ -216,7 +216,8 @@ size_t exponea_auth_refresh_get_customer_ids(const exponea_auth_refresh *refresh
 
 /* ---- Token refreshed: exponea_auth_set_token_refreshed_handler(3) ---- */
 
-/* Runs for every token set for the group, by any app, even an expired one (R6). */
+/* Runs for every token set for the group, by any app, even an expired one (R6); a token set while the subscription
+ * was down is heard once it is made again. */
 typedef void (*exponea_auth_token_refreshed_handler_t)(exponea_auth *auth, uint64_t generation, void *userdata);
 int exponea_auth_set_token_refreshed_handler(exponea_auth *auth, exponea_auth_token_refreshed_handler_t handler,
                                              void *userdata);

@@ -71,6 +71,7 @@ int exponea_auth_open(exponea_auth **ret, const char *group, const char *socket_
         a->retry_wait = 1 * USEC_PER_SEC;
         a->coalesce = true;
         a->refreshing = NEVER;
+        a->heard = NEVER;
         a->backoff = 100 * USEC_PER_MSEC;
         pthread_mutex_init(&a->idle_lock, NULL);
         int r = find_socket(socket_path, &a->socket_path, &a->trust);

@@ -250,13 +250,26 @@ static void subscribe_now(exponea_auth *a) {
         a->subscription = SUBSCRIPTION_ON;
 }
 
+/* Whether a subscription's first event (the group's state) tells of a token this app has not heard of: the
+ * subscription was made again (the daemon restarted, or the connection was lost) and a token was set meanwhile.
+ * Every app hears every new token (R6), so it is told as a refresh. */
+static bool missed_token(exponea_auth *a, const jdoc *doc, int event, uint64_t generation) {
+        char state[32] = "";
+        json_string(doc, json_get(doc, event, "tokenState"), state, sizeof state);
+        return a->heard != NEVER && generation > a->heard && state[0] && strcmp(state, "notProvided") != 0;
+}
+
 static void handle_event(exponea_auth *a, const jdoc *doc, int event) {
         uint64_t generation = 0;
         json_u64(doc, json_get(doc, event, "generation"), &generation);
         int kind = json_get(doc, event, "kind");
-        if (json_equals(doc, kind, "tokenRefreshed") || json_equals(doc, kind, "cleared")) {
+        bool state = json_equals(doc, kind, "state");
+        bool missed = state && missed_token(a, doc, event, generation);
+        if (state || json_equals(doc, kind, "tokenRefreshed") || json_equals(doc, kind, "cleared"))
+                a->heard = generation;
+        if (missed || json_equals(doc, kind, "tokenRefreshed") || json_equals(doc, kind, "cleared")) {
                 end_claim_before(a, generation);
-                bool refreshed = json_equals(doc, kind, "tokenRefreshed");
+                bool refreshed = !json_equals(doc, kind, "cleared");
                 bool outer = a->dispatching;
                 a->dispatching = true;
                 if (refreshed && a->refreshed_handler) a->refreshed_handler(a, generation, a->refreshed_userdata);

@@ -117,6 +117,9 @@ struct exponea_auth {
         uint64_t claim_generation;
         /* The generation this app's handler still works on (EXPONEA_AUTH_REFRESH_PENDING), or NEVER. */
         uint64_t refreshing;
+        /* The last generation the subscription told of (its state, a new token, a clear), or NEVER before the
+         * first subscription: a subscription made again compares the group's generation with it. */
+        uint64_t heard;
         /* Flushes this app was asked for and has not confirmed. */
         char *pending_flushes[8];
         unsigned pending_flush_count;

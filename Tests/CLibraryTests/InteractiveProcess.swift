@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+import AuthTestKit
+import Foundation
+
+/// A C test program driven a line at a time: the test writes a line to its standard input, and reads the line it
+/// prints back; every wait is bounded. The pipes are close-on-exec, so the child holds only its own ends and
+/// closing the input ends its loop.
+final class InteractiveProcess {
+    private let process: SpawnedProcess
+    private let input: Int32
+    private let output: Int32
+    private var buffer: [UInt8] = []
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        let input = try SpawnPipe()
+        let output = try SpawnPipe()
+        process = try SpawnedProcess(
+            executable, arguments, standardInput: .descriptor(input.readEnd),
+            standardOutput: .descriptor(output.writeEnd))
+        close(input.readEnd)
+        close(output.writeEnd)
+        self.input = input.writeEnd
+        self.output = output.readEnd
+    }
+
+    /// Closes its input, and kills it if it has not ended by then.
+    func stop() {
+        close(input)
+        if process.isRunning { kill(process.pid, SIGKILL) }
+        _ = process.wait()
+        close(output)
+    }
+
+    /// Writes `line` and a newline to its standard input.
+    func send(_ line: String) throws {
+        let bytes = Array((line + "\n").utf8)
+        guard write(input, bytes, bytes.count) == bytes.count else { throw POSIXError(.EPIPE) }
+    }
+
+    /// One turn: a line in, the line it prints back.
+    func turn(timeout: Duration = .seconds(30)) throws -> String? {
+        try send("go")
+        return nextLine(timeout: timeout)
+    }
+
+    /// The next line it prints, without its newline; nil at the end of its output, or when none comes within
+    /// `timeout`.
+    func nextLine(timeout: Duration = .seconds(30)) -> String? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return nil }
+            var request = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+            guard poll(&request, 1, Int32(left / .milliseconds(1)) + 1) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let count = read(output, &chunk, chunk.count)
+            guard count > 0 else { return nil }
+            buffer += chunk[..<count]
+        }
+    }
+}
+
+extension CLibrary {
+    /// A test program of `libexponea-auth/tests`, built from the library's sources.
+    static func testProgram(_ name: String) throws -> String {
+        try build()
+        let binary = buildDirectory + "/" + name
+        let sources = try FileManager.default.contentsOfDirectory(atPath: source + "/src")
+            .filter { $0.hasSuffix(".c") }.map { source + "/src/" + $0 }
+        let compile = try ChildProcess.run(
+            "/usr/bin/cc",
+            [
+                "-g", "-O1", "-D_GNU_SOURCE", "-I", source + "/include", "-I", source + "/src",
+                source + "/tests/\(name).c", "-o", binary, "-lpthread",
+            ] + sources)
+        guard compile.status == 0 else { throw BuildFailure(output: compile.standardError) }
+        return binary
+    }
+
+    /// Sets `group`'s token through the daemon at `socket`.
+    static func setToken(_ token: String, group: String, socket: String) throws {
+        let client = try UnixClient(path: socket)
+        defer { client.close() }
+        let reply = try client.exchange(
+            #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"\#(group)","token":"\#(token)"}}"#)
+        guard reply.contains("generation") else { throw BuildFailure(output: "SetToken: \(reply)") }
+    }
+
+    /// Waits until the daemon at `socket` counts `count` subscriptions of `group`, for at most `timeout`. A
+    /// subscription is registered with no event its app can see, so this asks ListGroups every 20 ms.
+    static func waitForSubscribers(_ count: Int, group: String, socket: String, timeout: Duration = .seconds(10))
+        throws -> Bool
+    {
+        let deadline = ContinuousClock.now + timeout
+        let wanted = #""name":"\#(group)""#
+        while ContinuousClock.now < deadline {
+            let client = try UnixClient(path: socket)
+            let reply = try client.exchange(#"{"method":"com.exponea.Auth.ListGroups"}"#)
+            client.close()
+            if let entry = reply.components(separatedBy: "{").first(where: { $0.contains(wanted) }),
+                entry.contains(#""subscribers":\#(count)"#)
+            {
+                return true
+            }
+            usleep(20_000)
+        }
+        return false
+    }
+}
