@@ -103,7 +103,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// The interface's methods by their qualified names' bytes, GetToken first: found without making a string.
-    private static let methods = AuthInterface.Method.allCases.sorted { a, _ in a == .getToken }.map {
+    private static let methods = ([.getToken] + AuthInterface.Method.allCases.filter { $0 != .getToken }).map {
         (name: Array($0.qualifiedName.utf8), method: $0)
     }
 
