@@ -206,7 +206,7 @@ public struct Daemon: Sendable {
     /// The status line, with `clients` connected (nil: not serving yet). On the loop: the service's actor runs
     /// there.
     func statusLine(clients: Int?) -> String {
-        let (groups, withToken) = service.assumeIsolated { $0.groupCounts() }
+        let (groups, withToken) = service.onLoop { $0.groupCounts() }
         return Self.statusLine(groups: groups, withToken: withToken, clients: clients)
     }
 

@@ -176,24 +176,17 @@ struct ServiceCoreTests {
 
     // MARK: GetTokenReplies
 
-    /// GetToken's reply is encoded once per generation, a change is seen at once, and the encoded replies kept
-    /// are bounded.
-    @Test func getTokenRepliesAreEncodedOncePerGenerationWithinTheirBound() throws {
+    /// GetToken's reply is kept until its group changes, and the replies kept are bounded.
+    @Test func getTokenRepliesAreKeptUntilTheGroupChangesWithinTheirBound() throws {
         var replies = GetTokenReplies(capacity: 2)
-        var encodings = 0
-        func read(_ group: AppGroup, _ generation: UInt64) -> [UInt8] {
-            replies.reply(for: group, generation: generation) {
-                encodings += 1
-                return Array("\(group)@\(generation)".utf8)
-            }
-        }
-        #expect(read(shop, 1) == Array("shop@1".utf8) && read(shop, 1) == Array("shop@1".utf8) && encodings == 1)
-        #expect(read(shop, 2) == Array("shop@2".utf8) && encodings == 2)
+        replies.keep(Array("shop@1".utf8), for: shop)
+        #expect(replies[shop] == Array("shop@1".utf8))
+        replies.changed(shop)
+        #expect(replies[shop] == nil)
+        replies.keep(Array("shop@2".utf8), for: shop)
         let others = try (0..<3).map { try AppGroup("group-\($0)") }
-        for group in others { _ = read(group, 1) }
+        for group in others { replies.keep(Array("\(group)".utf8), for: group) }
         #expect(replies.count == 2)
-        encodings = 0
-        for group in [shop] + others { _ = read(group, group == shop ? 2 : 1) }
-        #expect(encodings >= 2)  // at most two kept: the others were encoded again
+        #expect(replies[others[2]] == Array("group-2".utf8))  // the last kept is there
     }
 }

@@ -18,9 +18,9 @@ public enum ExpiryTimerSource {
             do {
                 switch try timer.readEvent() {
                 case .fired?:
-                    service.assumeIsolated { $0.expiryTimerFired() }
+                    service.onLoop { $0.expiryTimerFired() }
                 case .clockChanged?:
-                    service.assumeIsolated { $0.wallClockChanged() }
+                    service.onLoop { $0.wallClockChanged() }
                 case nil:
                     break
                 }
@@ -31,7 +31,7 @@ public enum ExpiryTimerSource {
                 watching.source?.cancel()
                 watching.source = nil
                 _ = try? loop.after(.seconds(1)) { [unowned loop] in
-                    service.assumeIsolated { $0.wallClockChanged() }
+                    service.onLoop { $0.wallClockChanged() }
                     try? watch(timer, on: loop, service: service, logger: logger)
                 }
             }

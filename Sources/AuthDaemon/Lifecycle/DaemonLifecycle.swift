@@ -142,7 +142,7 @@ public final class DaemonLifecycle {
         guard !isStopping else { return }
         isReady = true
         daemon.lifetime.becameReady()
-        let (groups, withToken) = daemon.service.assumeIsolated { $0.groupCounts() }
+        let (groups, withToken) = daemon.service.onLoop { $0.groupCounts() }
         let status = daemon.statusLine(clients: server?.connectionCount ?? 0)
         var metadata = OperatorEvent.ready.metadata { Logger.MetadataValue.string($0) }
         metadata["groups"] = "\(groups)"
@@ -201,7 +201,7 @@ public final class DaemonLifecycle {
         // The service's events and count changes come as calls in its turns, on this thread: to the bus at once,
         // and to STATUS.
         let lifecycle = LoopBound(self, executor: executor)
-        daemon.service.assumeIsolated { service in
+        daemon.service.onLoop { service in
             service.observeAll { event in lifecycle.value.announcer?.emit(event) }
             service.observeCounts { lifecycle.value.updateStatus() }
             service.start()

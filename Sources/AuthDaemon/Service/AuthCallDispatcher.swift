@@ -270,13 +270,13 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private func everyGroupCounted(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8]? {
         _ = try call.parameters(EmptyPayload.self)
         guard access.allowsEveryGroup(caller) else { return nil }
-        return try Self.countGroupsReply(service.assumeIsolated { $0.groupCounts() })
+        return try Self.countGroupsReply(service.onLoop { $0.groupCounts() })
     }
 
     /// GetToken's reply, read on the loop.
     private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
         let group = try permitted(call.stringParameter("group"), caller)
-        return try service.assumeIsolated { try $0.getTokenReply(for: group, encode: Self.getTokenReply) }
+        return try service.onLoop { try $0.getTokenReply(for: group, encode: Self.getTokenReply) }
     }
 
     private static func getTokenReply(_ token: StreamJWT?, _ generation: UInt64) throws -> [UInt8] {

@@ -31,7 +31,7 @@ import Systemd
 /// one group's writes one at a time, in order, other groups' writes and every other call meanwhile.
 ///
 /// The actor runs on the daemon's loop: its executor is the loop's ``LoopExecutor``, so its turns, the tasks it
-/// starts and the loop's sources share one thread, and the loop's callbacks enter it with `assumeIsolated`.
+/// starts and the loop's sources share one thread, and the loop's callbacks enter it with ``onLoop(_:)``.
 public actor AuthService {
     /// How long a refresh claim holds, unless renewed, when its holder neither sets a token, releases it, nor
     /// closes its connection: the bound for a claimant that is alive but hung. When it ends, the group's
@@ -122,6 +122,23 @@ public actor AuthService {
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
+    /// Runs `body` in the actor's isolation, synchronously, from a callback of its loop; traps on another thread.
+    ///
+    /// It does what `assumeIsolated` does, with the loop's own thread test as the check. `assumeIsolated` first
+    /// asks the runtime for the current executor and compares executor identities (a dynamic cast and several
+    /// runtime calls). On the loop's thread outside a job, that lookup ends in the same thread test, and
+    /// GetToken, the hottest call, would pay it on every call (`authd-bench --only counting` shows the cost).
+    public nonisolated func onLoop<T>(_ body: (isolated AuthService) throws -> T) rethrows -> T {
+        executor.checkIsolated()
+        // As the standard library's assumeIsolated: a function of an isolated parameter has the same
+        // representation as one of a plain parameter.
+        typealias Isolated = (isolated AuthService) throws -> T
+        typealias Plain = (AuthService) throws -> T
+        return try withoutActuallyEscaping(body) { (body: @escaping Isolated) throws -> T in
+            try unsafeBitCast(body, to: Plain.self)(self)
+        }
+    }
+
     // MARK: Expiry
 
     /// Sends what the loaded tokens' deadlines call for (a token that entered its last minute, or expired,
@@ -191,14 +208,15 @@ public actor AuthService {
     }
 
     /// GetToken's encoded reply for `group`'s token and generation: `encode` runs only on the first read after a
-    /// change. On the loop, a callback reads it in its own turn (`assumeIsolated`).
+    /// change. On the loop, a callback reads it in its own turn (``onLoop(_:)``).
     func getTokenReply(
         for group: AppGroup, encode: (StreamJWT?, UInt64) throws -> [UInt8]
     ) rethrows -> [UInt8] {
+        if let kept = getTokenReplies[group] { return kept }
         guard let state = table[group] else { return try encode(nil, 0) }  // a group never set: nothing to keep
-        return try getTokenReplies.reply(for: group, generation: state.generation) {
-            try encode(state.token, state.generation)
-        }
+        let reply = try encode(state.token, state.generation)
+        getTokenReplies.keep(reply, for: group)
+        return reply
     }
 
     /// The check before a stream request (R15-R17): the token to send (even an expired one, R16) and its
@@ -436,6 +454,7 @@ public actor AuthService {
         metrics.storeWritten(taking: started.duration(to: .now), failed: false)
         metrics.cleared(group)
         let event = table.commitClear(group, cause: cause.rawValue, now: clock.now)
+        getTokenReplies.changed(group)
         leaseEnded(group)
         countsMayHaveChanged()
         expiry.remove(group)
@@ -556,6 +575,7 @@ public actor AuthService {
             }
             // The actor may have run other calls during the write, but none wrote this group.
             let committed = table.commit(record)
+            getTokenReplies.changed(group)
             if committed.endedClaim != nil { leaseEnded(group) }
             if token != nil { metrics.tokenSet(group, at: .now) }
             countsMayHaveChanged()
