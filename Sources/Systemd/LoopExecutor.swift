@@ -12,9 +12,10 @@ import Synchronization
 ///
 /// Through public API only (SE-0392, SE-0417): an actor whose `unownedExecutor` is this executor runs on the
 /// loop, and a task started with `Task(executorPreference:)` runs its nonisolated code there. The loop's
-/// callbacks enter such an actor synchronously with `assumeIsolated`: the runtime asks this executor whether the
-/// calling thread is its own (``checkIsolated()``, ``isIsolatingCurrentContext()``), and on the loop's thread it
-/// is. Nothing of the daemon goes to Swift's global executor, so no libdispatch thread starts.
+/// callbacks can enter such an actor synchronously: `assumeIsolated` holds on the loop's thread, as the runtime asks
+/// this executor (``checkIsolated()``, ``isIsolatingCurrentContext()``); ``isCurrent`` is the same test without the
+/// runtime's lookup (the daemon's service enters through it on its hot path). Nothing of the daemon goes to Swift's
+/// global executor, so no libdispatch thread starts.
 ///
 /// Each wake-up runs the jobs queued, then those they queued, for at most ``roundsPerWakeUp`` rounds, then lets
 /// the loop poll: a call's hops from task to actor and back run in one turn, and a task that keeps enqueuing more
