@@ -48,15 +48,19 @@ final class CutFS {
     /// The power back, with what a disk would have kept.
     func restore() throws { try control("restore") }
 
-    /// Unmounts it, which ends its process.
+    /// Unmounts it and ends its process, even while another process still holds a file of it: the unmount is
+    /// lazy, and the process is told to end. (A plain unmount fails with EBUSY while any process of the test run
+    /// holds a descriptor on the mount, and then the process never ends.)
     func unmount() {
-        let fusermount = try? SpawnedProcess("/usr/bin/fusermount3", ["-u", mountpoint])
+        let fusermount = try? SpawnedProcess("/usr/bin/fusermount3", ["-u", "-z", "-q", mountpoint])
         _ = fusermount?.wait()
+        kill(process.pid, SIGTERM)
         _ = process.wait()
     }
 
     private func control(_ command: String) throws {
-        let descriptor = open(mountpoint + "/.cutfs", O_WRONLY)
+        // Close-on-exec: a process another test starts meanwhile must not inherit it and so hold the mount.
+        let descriptor = open(mountpoint + "/.cutfs", O_WRONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw Failure("cannot open cutfs's control file: errno \(errno)") }
         defer { Glibc.close(descriptor) }
         let bytes = Array(command.utf8)
