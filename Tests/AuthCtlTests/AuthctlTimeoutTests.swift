@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// `--timeout`: authctl does not hang on a daemon that accepts the connection but does not answer (issue 17.5).
-@Suite("authctl --timeout")
+@Suite("authctl --timeout", .offPool)
 struct AuthctlTimeoutTests {
     @Test func getFromAStoppedDaemonExitsWith69NamingTheSocket() throws {
         let fixture = try DaemonFixture()

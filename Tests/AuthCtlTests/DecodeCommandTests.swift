@@ -3,7 +3,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("authctl decode")
+@Suite("authctl decode", .offPool)
 struct DecodeCommandTests {
     let signer = TestJWT()
 

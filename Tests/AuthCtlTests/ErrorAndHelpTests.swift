@@ -3,7 +3,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("authctl exit codes, help and completions")
+@Suite("authctl exit codes, help and completions", .offPool)
 struct ErrorAndHelpTests {
     static let commands = [
         "status", "list", "get", "set", "preflight", "identify", "anonymize", "stop", "clear", "watch", "metrics",

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// `authctl get --wait`: scripts wait, bounded, for the token an agent or app sets.
-@Suite("authctl get --wait")
+@Suite("authctl get --wait", .offPool)
 struct GetWaitTests {
     let signer = TestJWT()
 

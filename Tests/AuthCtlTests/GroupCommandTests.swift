@@ -3,7 +3,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("authctl status, list, anonymize, stop and clear against the daemon")
+@Suite("authctl status, list, anonymize, stop and clear against the daemon", .offPool)
 struct GroupCommandTests {
     let signer = TestJWT()
 

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// authctl(1) and `authctl --help` tell the same story.
-@Suite("authctl(1) matches --help")
+@Suite("authctl(1) matches --help", .offPool)
 struct ManualPageTests {
     @Test func everyCommandAndOptionOfHelpIsInThePageAndNoOther() throws {
         let manual = try ManualPage("authctl.1")

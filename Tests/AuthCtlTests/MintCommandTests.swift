@@ -4,7 +4,7 @@ import Crypto
 import Foundation
 import Testing
 
-@Suite("authctl mint")
+@Suite("authctl mint", .offPool)
 struct MintCommandTests {
     /// A secret file of this user with `mode`.
     func secretFile(_ directory: TemporaryDirectory, mode: mode_t = 0o600, bytes: String = "dev-secret\n") throws

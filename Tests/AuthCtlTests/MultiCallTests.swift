@@ -5,7 +5,7 @@ import Testing
 
 /// The installed `/usr/bin/authctl` is a symlink to the one binary, `/usr/bin/exponea-authd` (scripts/install): the
 /// name it is run by chooses the role. Here the built exponea-authd runs through symlinks, as it is installed.
-@Suite("exponea-authd is authctl when run by that name")
+@Suite("exponea-authd is authctl when run by that name", .offPool)
 struct MultiCallTests {
     /// A symlink named `name` in `directory` to the built exponea-authd.
     static func link(_ name: String, in directory: TemporaryDirectory) throws -> String {

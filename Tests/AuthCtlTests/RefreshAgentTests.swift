@@ -5,7 +5,7 @@ import Testing
 
 /// `authctl refresh-agent` against the real daemon, with real refresh commands (shell scripts that mint with
 /// `authctl mint`).
-@Suite("authctl refresh-agent")
+@Suite("authctl refresh-agent", .offPool)
 struct RefreshAgentTests {
     let signer = TestJWT()
 

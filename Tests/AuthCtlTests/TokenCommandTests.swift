@@ -3,7 +3,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("authctl set, get, preflight and identify against the daemon")
+@Suite("authctl set, get, preflight and identify against the daemon", .offPool)
 struct TokenCommandTests {
     let signer = TestJWT()
 

@@ -3,7 +3,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("authctl watch against the daemon")
+@Suite("authctl watch against the daemon", .offPool)
 struct WatchCommandTests {
     let signer = TestJWT()
 

@@ -4,7 +4,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("The com.exponea.Auth interface description")
+@Suite("The com.exponea.Auth interface description", .offPool)
 struct AuthInterfaceTests {
     @Test func declaresEveryMethodTheDaemonKnows() {
         for method in AuthInterface.Method.allCases {

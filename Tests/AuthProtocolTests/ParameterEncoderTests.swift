@@ -7,7 +7,7 @@ import Testing
 
 /// The one writer against Foundation's: every message type, and the corners of `Encoder`, come out as
 /// `JSONEncoder` with `.sortedKeys` and `.withoutEscapingSlashes` writes them, byte for byte.
-@Suite("Parameter encoder")
+@Suite("Parameter encoder", .offPool)
 struct ParameterEncoderTests {
     static func foundation(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()

@@ -13,7 +13,7 @@ import Testing
 
 /// Group commit of the store directory: writers share an fsync that started after their change, never one that
 /// started before it, and a failed fsync fails every writer it was to cover.
-@Suite("The store directory's shared fsync")
+@Suite("The store directory's shared fsync", .offPool)
 struct DirectorySyncTests {
     /// An fsync the test holds until it lets it go, and counts.
     final class HeldFlush: Sendable {

@@ -9,7 +9,7 @@ import Testing
 
 /// `SystemCalls.readAll` reads to the end whatever size the file was thought to have (its first read is sized by
 /// `expected`, a file may have grown since), and gives nil past the limit, exactly as one byte over it.
-@Suite("SystemCalls.readAll: to the end, bounded")
+@Suite("SystemCalls.readAll: to the end, bounded", .offPool)
 struct ReadAllTests {
     /// The bytes written to a pipe, read back with `readAll` (a pipe has no size: it can hold more or less than
     /// `expected`, as a file that changed would).

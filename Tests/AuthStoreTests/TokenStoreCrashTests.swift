@@ -13,7 +13,7 @@ import Testing
 #endif
 
 /// A crash at any instant leaves every record either as it was or as it was last written: never torn.
-@Suite struct TokenStoreCrashTests {
+@Suite(.offPool) struct TokenStoreCrashTests {
     static let rounds = 5
     static let groups = 4
 

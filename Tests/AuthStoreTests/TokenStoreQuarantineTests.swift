@@ -8,7 +8,7 @@ import Testing
 
 /// Records that cannot be read are set aside as `<name>.token.corrupt`, logged without their content, and
 /// read as "no token"; other groups are untouched.
-@Suite struct TokenStoreQuarantineTests {
+@Suite(.offPool) struct TokenStoreQuarantineTests {
     /// A store with a record for `victim` (user id `victim-user`) and one for `bystander`.
     struct Setup {
         let fixture: StoreFixture

@@ -7,7 +7,7 @@ import Testing
 
 /// `VarlinkServiceHandler` dispatches a call once, to the interface whose name is all of the method's up to its
 /// last dot, and to no other.
-@Suite("Varlink service handler")
+@Suite("Varlink service handler", .offPool)
 struct VarlinkServiceHandlerTests {
     /// Answers every call at once with its own name.
     struct NamedHandler: VarlinkCallHandler {

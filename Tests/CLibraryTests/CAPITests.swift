@@ -72,7 +72,7 @@ struct LoadedLibrary {
     }
 }
 
-@Suite("libexponea-auth: the C API, called directly")
+@Suite("libexponea-auth: the C API, called directly", .offPool)
 struct CAPITests {
     @Test func strerrorSaysWhatEachCodeMeansAndFallsBackToTheSystemsMessage() throws {
         let library = try LoadedLibrary()

@@ -6,7 +6,7 @@ import Testing
 /// Anonymize and the wipe through the C library, and what the apps of the group see of them (`events-app`, which
 /// waits in `exponea_auth_wait()`): their flush handlers, the apps that did not confirm, the cleared handler, and the
 /// token-refreshed handler before it.
-@Suite("libexponea-auth: anonymize, clear and the apps' handlers")
+@Suite("libexponea-auth: anonymize, clear and the apps' handlers", .offPool)
 struct ClearingTests {
     /// Three apps that flush at once, later, and never; each subscribed.
     static func apps(_ daemon: DaemonUnderTest) throws -> [ExampleApp] {

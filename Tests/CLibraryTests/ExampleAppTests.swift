@@ -5,7 +5,7 @@ import Testing
 
 /// The library's example apps, one at a time, against the real daemon and the test backend: the SDK's request
 /// policy through C (`poll-app`) and through Python's ctypes (`python-app.py`).
-@Suite("libexponea-auth: the example apps against the daemon")
+@Suite("libexponea-auth: the example apps against the daemon", .offPool)
 struct ExampleAppTests {
     @Test func pollAppFetchesOnA403WithoutATokenAndRetriesWithTheNewToken() throws {
         let daemon = try DaemonUnderTest()

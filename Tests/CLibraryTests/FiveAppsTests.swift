@@ -5,7 +5,7 @@ import Testing
 
 /// Five `poll-app`s of one group against the real daemon and the test backend: one fetch per expiry for all of
 /// them, a claimant that dies replaced at once, and the current token on every request.
-@Suite("libexponea-auth: five apps of one group")
+@Suite("libexponea-auth: five apps of one group", .offPool)
 struct FiveAppsTests {
     /// A line `refresh for generation G (REASON): fetched`: G and REASON.
     static func fetch(_ line: String) -> (generation: String, reason: String)? {

@@ -5,7 +5,7 @@ import Testing
 
 /// Apps of both libraries in one group: the claim and the tokens are the daemon's, so a Swift app (`authd-test-app`,
 /// linking ExponeaAuth) and C apps (`poll-app`, linking libexponea-auth) refresh for each other.
-@Suite("libexponea-auth beside ExponeaAuth: one group")
+@Suite("libexponea-auth beside ExponeaAuth: one group", .offPool)
 struct MixedGroupTests {
     @Test func aSwiftClaimantThatDiesIsReplacedByACAppWhoseTokenASwiftAppSends() throws {
         // A lease far longer than the test: only the claimant's death can end its claim in time.

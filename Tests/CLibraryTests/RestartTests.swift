@@ -6,7 +6,7 @@ import Testing
 /// A client used from several threads keeps several idle connections; when the daemon restarts, each of them is
 /// closed. The calls made after the new daemon serves must all succeed: the library finds the stale connections
 /// and connects again (issue 38).
-@Suite("libexponea-auth across daemon restarts")
+@Suite("libexponea-auth across daemon restarts", .offPool)
 struct RestartTests {
     @Test func callsFromFourThreadsSucceedAcrossEightRestarts() throws {
         let daemon = try DaemonUnderTest()

@@ -7,7 +7,7 @@ import Testing
 /// one subscribed again) still reaches the app's token-refreshed handler: every app hears every new token (R6;
 /// issue 38). The token is set during the gap through a second daemon on the same store and another socket, which
 /// the app never sees, so the gap is certain.
-@Suite("libexponea-auth: a token set while the subscription is down")
+@Suite("libexponea-auth: a token set while the subscription is down", .offPool)
 struct ResubscribeTests {
     @Test func theAppHearsATokenSetWhileItWasAway() throws {
         let daemon = try DaemonUnderTest()

@@ -11,7 +11,7 @@ import Testing
 
 @testable import AuthDaemon
 
-@Suite("D-Bus signals from the service's events")
+@Suite("D-Bus signals from the service's events", .offPool)
 struct BusAnnouncerTests {
     @Test func theServicesEventsBecomeSignalsWithoutTokensOrIds() async throws {
         let bus = try PrivateBus()

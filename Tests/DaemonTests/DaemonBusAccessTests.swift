@@ -5,7 +5,7 @@ import Testing
 
 /// On the system bus a group's name and activity reach only the users the access configuration lets use the
 /// group: two real uids listen on a private bus with the shipped policy, one allowed and one not.
-@Suite("exponea-authd's signals on a system bus")
+@Suite("exponea-authd's signals on a system bus", .offPool)
 struct DaemonBusAccessTests {
     /// Connects to the bus, calls Watch for each group, and prints every signal of the interface it receives.
     static let listener = """

@@ -5,7 +5,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("exponea-authd on D-Bus")
+@Suite("exponea-authd on D-Bus", .offPool)
 struct DaemonBusTests {
     @Test func announcesATokenThatEnteredItsLastMinuteWhileItWasDown() throws {
         let fixture = try DaemonStartupTests.Fixture()
@@ -59,7 +59,7 @@ struct DaemonBusTests {
     }
 }
 
-@Suite("The shipped D-Bus policy")
+@Suite("The shipped D-Bus policy", .offPool)
 struct DaemonBusPolicyTests {
     static let policy = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../systemd/dbus/com.exponea.AuthD1.conf").standardized.path

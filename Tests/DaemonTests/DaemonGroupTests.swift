@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// Several apps of one group, as separate processes and connections, against the real daemon.
-@Suite("exponea-authd: one group, many apps")
+@Suite("exponea-authd: one group, many apps", .offPool)
 struct DaemonGroupTests {
     static let subscriber = DaemonVarlinkTests.fixtures.appendingPathComponent("flush-subscriber.py").path
 

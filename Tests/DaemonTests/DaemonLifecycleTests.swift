@@ -5,7 +5,7 @@ import Testing
 
 /// The real daemon's life as systemd sees it: a STATUS that follows every change, one daemon per store, and a
 /// SIGTERM honoured while the start-up is held up.
-@Suite("exponea-authd lifecycle: status, store lock, stop during start-up")
+@Suite("exponea-authd lifecycle: status, store lock, stop during start-up", .offPool)
 struct DaemonLifecycleTests {
     @Test func statusIsCurrentRightAfterATokenIsSetAndCleared() throws {
         let fixture = try DaemonStartupTests.Fixture()

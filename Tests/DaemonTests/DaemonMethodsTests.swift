@@ -5,7 +5,7 @@ import Testing
 
 /// Each `com.exponea.Auth` method and event, end to end: the real daemon binary, its real socket, and an app
 /// subscribed to the group on a second connection.
-@Suite("exponea-authd: every method and event")
+@Suite("exponea-authd: every method and event", .offPool)
 struct DaemonMethodsTests {
     /// A started daemon with one app calling and one subscribed to "shop".
     final class Session {

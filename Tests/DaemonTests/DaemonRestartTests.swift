@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// What survives a stop and start of the real daemon, and what it does about time that passed meanwhile.
-@Suite("exponea-authd across a restart")
+@Suite("exponea-authd across a restart", .offPool)
 struct DaemonRestartTests {
     @Test func aRestartKeepsTheTokensAndFiresTheTimersThatFellDueWhileDown() throws {
         let fixture = try DaemonStartupTests.Fixture()

@@ -8,7 +8,7 @@ import Testing
 
 /// The real exponea-authd binary, started as systemd would start it: a notification socket, a credential
 /// directory with the store key, and signals to stop it.
-@Suite("exponea-authd start-up, notification and shutdown")
+@Suite("exponea-authd start-up, notification and shutdown", .offPool)
 struct DaemonStartupTests {
     /// A state directory, a credential and a notification socket for one daemon.
     final class Fixture {

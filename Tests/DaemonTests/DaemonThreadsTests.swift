@@ -7,7 +7,7 @@ import Testing
 /// reaches Swift's global executor, which would start libdispatch's threads. Every path that starts a task or
 /// resumes one is taken (a store write's completion, a timer's action, a cancelled wait, a subscription's end, a
 /// claim's lease, a flush's bound, the expiry timer), then the threads are listed.
-@Suite("exponea-authd: the loop and the store's writers, no other thread")
+@Suite("exponea-authd: the loop and the store's writers, no other thread", .offPool)
 struct DaemonThreadsTests {
     @Test func everyPathRunsOnTheLoop() throws {
         let daemon = try DaemonUnderTest(arguments: ["--flush-timeout", "0.1", "--refresh-lease", "0.1"])

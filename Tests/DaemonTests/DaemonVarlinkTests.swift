@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// The real daemon over its real socket.
-@Suite("exponea-authd over Varlink")
+@Suite("exponea-authd over Varlink", .offPool)
 struct DaemonVarlinkTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
 

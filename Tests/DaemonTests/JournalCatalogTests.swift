@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// The journal catalog explains every operator event, and journalctl reads it.
-@Suite("The journal catalog (systemd/exponea-authd.catalog)")
+@Suite("The journal catalog (systemd/exponea-authd.catalog)", .offPool)
 struct JournalCatalogTests {
     static let catalog = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../systemd/exponea-authd.catalog").standardized.path

@@ -6,7 +6,7 @@ import Testing
 
 /// The daemon's journal log handler against libsystemd's real native protocol: the daemon runs in a private
 /// mount namespace where a stand-in journald listens on /run/systemd/journal/socket.
-@Suite("Logging to the journal")
+@Suite("Logging to the journal", .offPool)
 struct JournalLoggingTests {
     static var canMakeMountNamespaces: Bool {
         (try? ChildProcess.run("/usr/bin/unshare", ["-m", "true"]).status) == 0

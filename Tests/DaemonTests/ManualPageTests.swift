@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// exponea-authd(8) and `exponea-authd --help` tell the same story.
-@Suite("exponea-authd(8) matches --help")
+@Suite("exponea-authd(8) matches --help", .offPool)
 struct ManualPageTests {
     @Test func everyOptionOfHelpIsInThePageAndNoOther() throws {
         let help = try ChildProcess.run(BuildProducts.executable("exponea-authd"), ["--help"]).standardOutput

@@ -11,7 +11,7 @@ import Testing
 
 /// A subscriber that stops reading is let go, and the daemon goes on serving everyone else: one stuck app must
 /// not hold the daemon's memory or its other apps.
-@Suite("A subscriber that does not read")
+@Suite("A subscriber that does not read", .offPool)
 struct SubscriptionDropTests {
     /// The service's own bound: a subscription with 256 events unread is dropped, its stream ends after what it
     /// holds (nothing lost before the cut, nothing after it), and the group no longer counts it.

@@ -6,7 +6,7 @@ import Testing
 
 /// One version everywhere: the Debian package's (debian/changelog, which names the .deb), the daemon's
 /// (`Daemon.version`, in GetInfo and `--version`) and authctl's.
-@Suite("One version")
+@Suite("One version", .offPool)
 struct VersionTests {
     /// The version of the newest entry of debian/changelog: `exponea-authd (0.1.0) unstable; ...`.
     static func packageVersion() throws -> String {

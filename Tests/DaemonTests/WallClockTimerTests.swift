@@ -10,7 +10,7 @@ import Testing
 
 /// Real timerfds on the real wall clock, with short waits. Serialized: the clock-set test cancels every armed
 /// timerfd of the process.
-@Suite("Wall-clock timer (timerfd)", .serialized)
+@Suite("Wall-clock timer (timerfd)", .serialized, .offPool)
 struct WallClockTimerTests {
     /// Whether this process has CAP_SYS_TIME.
     static let maySetTheClock: Bool = {

@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// The library against the real daemon binary on its real socket.
-@Suite("ExponeaAuth client against exponea-authd")
+@Suite("ExponeaAuth client against exponea-authd", .offPool)
 struct ExponeaAuthClientTests {
     @Test func everyOperationReachesTheDaemonAndComesBackAsEvents() async throws {
         let daemon = try DaemonUnderTest()

@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 /// Several app instances of one group, each with its own client, against the real daemon.
-@Suite("ExponeaAuth: apps of one group together")
+@Suite("ExponeaAuth: apps of one group together", .offPool)
 struct GroupCoordinationTests {
     @Test func clearingWaitsForEveryAppsFlushHandler() async throws {
         // A bound far above the test: a clear that ends before the handler let go was not waited for.

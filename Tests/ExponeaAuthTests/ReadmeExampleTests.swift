@@ -8,7 +8,7 @@ import Testing
 
 /// The README's example, its lines in order with checks between them, and a backend, a tracker and an HTTP
 /// client made up for the test.
-@Suite("The README's example")
+@Suite("The README's example", .offPool)
 struct ReadmeExampleTests {
     struct Backend {
         let token: String

@@ -7,7 +7,7 @@ import Testing
 /// The refresh claim across real app processes (`authd-test-app`, each linking ExponeaAuth) on the real
 /// daemon: one app refreshes per expiry (R28), and a claim dies with its claimant. One test at a time: each
 /// starts up to five app processes, and the suites that run beside it have deadlines of their own.
-@Suite("ExponeaAuth: the refresh claim across app processes", .serialized)
+@Suite("ExponeaAuth: the refresh claim across app processes", .serialized, .offPool)
 struct RefreshClaimTests {
     let signer = TestJWT()
 

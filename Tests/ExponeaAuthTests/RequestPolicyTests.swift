@@ -12,7 +12,7 @@ import Testing
 
 /// The SDK's request policy end to end: the real daemon, and a real HTTP server scripted to answer
 /// 401/403/200 that records every request it sees.
-@Suite("ExponeaAuth request policy against a scripted HTTP server")
+@Suite("ExponeaAuth request policy against a scripted HTTP server", .offPool)
 struct RequestPolicyTests {
     /// The stand-in for the Bloomreach API.
     final class ScriptedServer {

@@ -6,7 +6,7 @@ import Testing
 
 /// Calls made at once from four tasks keep several idle connections; after each daemon restart they are all
 /// stale, and every call made once the new daemon serves must succeed (issue 38, as for libexponea-auth).
-@Suite("ExponeaAuth across daemon restarts")
+@Suite("ExponeaAuth across daemon restarts", .offPool)
 struct RestartTests {
     @Test func callsFromFourTasksSucceedAcrossEightRestarts() async throws {
         let daemon = try DaemonUnderTest()
@@ -47,7 +47,7 @@ struct RestartTests {
 
 /// A token set while the app's subscription is down reaches its `tokenRefreshes` (R6; issue 38): the token is set
 /// during the gap through a second daemon on the same store and another socket, which the app never sees.
-@Suite("ExponeaAuth: a token set while the subscription is down")
+@Suite("ExponeaAuth: a token set while the subscription is down", .offPool)
 struct ResubscribeTests {
     @Test func theAppHearsATokenSetWhileItWasAway() async throws {
         let daemon = try DaemonUnderTest()

@@ -6,7 +6,7 @@ import Testing
 
 /// Every wait of the library is bounded (issue 17.5): against the real daemon, stopped with SIGSTOP (it keeps
 /// its socket and accepts connections, but answers nothing), continued with SIGCONT at the end whatever happens.
-@Suite("The library's waits are bounded")
+@Suite("The library's waits are bounded", .offPool)
 struct TimeoutTests {
     /// Stops the daemon until released (or 30 s pass).
     func stop(_ daemon: DaemonUnderTest) throws -> StoppedProcess {

@@ -5,7 +5,7 @@ import Testing
 
 /// The per-connection bounds are the daemon's options (`--idle-timeout`, `--max-calls-in-flight`), checked at
 /// start like the others.
-@Suite("Fault: the connection bounds are options")
+@Suite("Fault: the connection bounds are options", .offPool)
 struct ConnectionBoundOptionsTests {
     @Test func anIdleConnectionIsClosedAfterTheIdleTimeoutGivenAndASubscriberIsNot() throws {
         let daemon = try DaemonUnderTest(arguments: ["--idle-timeout", "1"])

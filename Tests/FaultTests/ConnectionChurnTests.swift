@@ -5,7 +5,7 @@ import Testing
 
 /// Apps that open a connection per request, or C programs that run as one-shots, make the real daemon accept and
 /// close connections without end: it must hold none of them once they are gone (issue 36), whatever each did.
-@Suite("Fault: connections opened and closed without end")
+@Suite("Fault: connections opened and closed without end", .offPool)
 struct ConnectionChurnTests {
     /// Connections of each kind, after as many to warm up: a connection kept each time (about 800 bytes) would
     /// grow the daemon by megabytes.

@@ -9,7 +9,7 @@ import Testing
 ///
 /// The kernel shows it without a core dump: the files of a non-dumpable process in /proc/PID belong to root
 /// (proc(5)). So each program runs as an ordinary user, and its /proc/PID/status must then belong to root.
-@Suite("Fault: no token in a core dump")
+@Suite("Fault: no token in a core dump", .offPool)
 struct CoreDumpTests {
     static let user: UInt32 = 4247
 

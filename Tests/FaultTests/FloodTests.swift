@@ -7,7 +7,9 @@ import Testing
 /// replies it never reads, with calls queued behind a subscription, and with every connection its share
 /// allows. The daemon's memory stays within 16 MiB of what it held before, its log within a few lines, and
 /// another user is served throughout.
-@Suite("Fault: one user floods the daemon", .serialized, .enabled(if: getuid() == 0, "needs root for other users"))
+@Suite(
+    "Fault: one user floods the daemon", .serialized, .enabled(if: getuid() == 0, "needs root for other users"),
+    .offPool)
 struct FloodTests {
     static let bob: UInt32 = 4242
     static let alice: UInt32 = 4343

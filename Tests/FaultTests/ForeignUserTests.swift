@@ -7,7 +7,7 @@ import Testing
 /// A client of another user calls every method of `com.exponea.Auth` on an app group that is not its own:
 /// each call is refused with PermissionDenied, changes nothing, and no reply tells it anything about the group's
 /// token or the other groups.
-@Suite("Fault: another user's app group")
+@Suite("Fault: another user's app group", .offPool)
 struct ForeignUserTests {
     /// The group of uid 4242, which the client (uid 65534) calls.
     static let vault = "vault"

@@ -70,7 +70,7 @@ final class TinyFilesystem {
 
 /// The token store on a filesystem that fills up: writes fail cleanly, the daemon keeps what it had and keeps
 /// serving, and recovers when space returns.
-@Suite("Fault: the token store's filesystem is full")
+@Suite("Fault: the token store's filesystem is full", .offPool)
 struct FullDiskTests {
     @Test(.enabled(if: TinyFilesystem.canMount, "needs CAP_SYS_ADMIN to mount a tmpfs for the state directory"))
     func setTokenFailsWithStoreFailureKeepsTheOldTokenAndRecoversWhenSpaceReturns() throws {

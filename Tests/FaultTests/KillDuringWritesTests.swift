@@ -6,7 +6,7 @@ import Testing
 
 /// SIGKILL in the middle of a storm of SetToken calls: what the daemon acknowledged is never lost, nothing is
 /// torn, and the expiry timers of the tokens it had are armed again when it starts.
-@Suite("Fault: SIGKILL during 10,000 SetToken calls")
+@Suite("Fault: SIGKILL during 10,000 SetToken calls", .offPool)
 struct KillDuringWritesTests {
     static let groups = 100
     static let setsPerGroup = 100  // 10,000 calls in all

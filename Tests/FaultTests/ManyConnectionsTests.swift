@@ -5,7 +5,7 @@ import Testing
 
 /// 1,000 clients that connect and do nothing, beside 100 that call all the time: the idle ones cost a bounded
 /// amount of memory and do not slow the busy ones down.
-@Suite("Fault: 1,000 idle connections beside 100 busy clients")
+@Suite("Fault: 1,000 idle connections beside 100 busy clients", .offPool)
 struct ManyConnectionsTests {
     static let idle = 1000
     static let busy = 100

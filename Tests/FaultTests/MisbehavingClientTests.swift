@@ -5,7 +5,7 @@ import Testing
 
 /// Clients that break the rules: the daemon survives each, keeps answering the others, and holds on to no
 /// descriptor or memory once they are gone.
-@Suite("Fault: misbehaving clients")
+@Suite("Fault: misbehaving clients", .offPool)
 struct MisbehavingClientTests {
     /// A daemon with a token for "shop", its figures once warmed up, and a well-behaved client.
     final class Session {

@@ -6,7 +6,7 @@ import Testing
 /// Access follows the groups the calling process holds, not what the user database says its user belongs to:
 /// carol is a member of `shopapps` in /etc/group, but a process of hers that cleared its supplementary groups
 /// no longer holds it, and is refused; a process that holds the group is allowed, whatever the database says.
-@Suite("Fault: access by the process's own credentials")
+@Suite("Fault: access by the process's own credentials", .offPool)
 struct ProcessCredentialsTests {
     static let carol: UInt32 = 4245
     static let dave: UInt32 = 4246

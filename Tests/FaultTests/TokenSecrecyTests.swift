@@ -5,7 +5,7 @@ import Testing
 
 /// The token never shows in what the daemon prints or in its error replies: one marked token taken through every
 /// method and every error path, at the most verbose log level.
-@Suite("Fault: the token never shows in logs or errors")
+@Suite("Fault: the token never shows in logs or errors", .offPool)
 struct TokenSecrecyTests {
     /// What identifies the marked token: its customer id and key id are in its claims.
     static let customer = "MARKER-CUSTOMER-5e1f"

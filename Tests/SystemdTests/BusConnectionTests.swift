@@ -4,7 +4,7 @@ import Foundation
 import Systemd
 import Testing
 
-@Suite("sd-bus on a private dbus-daemon")
+@Suite("sd-bus on a private dbus-daemon", .offPool)
 struct BusConnectionTests {
     static let name = "com.exponea.AuthD1"
     static let path = "/com/exponea/AuthD1"

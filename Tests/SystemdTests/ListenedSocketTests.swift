@@ -4,7 +4,7 @@ import Foundation
 import Systemd
 import Testing
 
-@Suite("Socket activation (sd_listen_fds)")
+@Suite("Socket activation (sd_listen_fds)", .offPool)
 struct ListenedSocketTests {
     @Test func takesTheSocketsSystemdSocketActivatePasses() throws {
         let directory = try TemporaryDirectory(prefix: "authd-activate")

@@ -9,7 +9,7 @@ import Testing
 
 /// The loop's executor: work that work queues runs in the same turn of the loop, within a bound that keeps the
 /// loop's other sources served.
-@Suite("The loop's executor")
+@Suite("The loop's executor", .offPool)
 struct LoopExecutorTests {
     /// A call's hops (a task to an actor and back) are jobs that each queue the next: they run in one turn, not
     /// one turn each with a write, a wait and a read of the executor's descriptor between them.

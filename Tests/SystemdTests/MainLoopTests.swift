@@ -7,7 +7,7 @@ import Testing
 
 /// The sd-event loop, run on the test's own thread: messages from other threads arrive in order on the loop's
 /// thread, a bounded inbox drops the oldest, timers fire, a bus is driven by the loop alone.
-@Suite("sd-event loop and its inbox")
+@Suite("sd-event loop and its inbox", .offPool)
 struct MainLoopTests {
     @Test func messagesFromOtherThreadsArriveInOrderOnTheLoopsThread() throws {
         let loop = try MainLoop()

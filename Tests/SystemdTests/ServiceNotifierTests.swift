@@ -4,7 +4,7 @@ import Foundation
 import Systemd
 import Testing
 
-@Suite("sd_notify", .serialized)
+@Suite("sd_notify", .serialized, .offPool)
 struct ServiceNotifierTests {
     @Test func sendsEachStateAsTheProtocolSpellsIt() throws {
         let socket = try NotifySocket()

@@ -14,7 +14,7 @@ import Testing
 /// fsynced, is cut while a writer saves four groups from four threads (sharing the directory's fsyncs), clearing
 /// each now and then, a thousand times. After each cut no acknowledged generation is lost, no record is torn, no
 /// group's generation goes back, and no cleared record comes back.
-@Suite("Power cuts during concurrent saves")
+@Suite("Power cuts during concurrent saves", .offPool)
 struct PowerCutTests {
     static let cuts = 1_000
     static let groups = 4
