@@ -23,7 +23,7 @@ struct GetWaitTests {
 
         let token = signer.token(expiringIn: 3600)
         try daemon.set("shop", token)
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { !waiting.isRunning }, "\(waiting.output)")
+        #expect(waiting.waitForExit(timeout: .seconds(20)), "\(waiting.output)")
         #expect(waiting.stop() == 0)
         #expect(waiting.output == token + "\n")
     }
@@ -40,7 +40,7 @@ struct GetWaitTests {
         #expect(watcher.waitForOutput { $0.contains("jwtError reason=expiredSoon") })
         let fresh = signer.token(expiringIn: 3600)
         try daemon.set("shop", fresh)
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { !waiting.isRunning }, "\(waiting.output)")
+        #expect(waiting.waitForExit(timeout: .seconds(20)), "\(waiting.output)")
         #expect(waiting.stop() == 0)
         #expect(waiting.output == fresh + "\n")
     }

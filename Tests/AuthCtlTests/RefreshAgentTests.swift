@@ -203,7 +203,7 @@ struct RefreshAgentTests {
         daemon.daemon.stop(signal: SIGTERM)
         try daemon.daemon.start()
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(20)) { agent.output.contains("lost the daemon") },
+            agent.waitForOutput(timeout: .seconds(20)) { $0.contains("lost the daemon") },
             "\(agent.output)")
         #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { (try? daemon.subscribers("shop")) == 1 })
         // And acts on what it hears after.

@@ -42,7 +42,7 @@ struct WatchCommandTests {
 
         #expect(watcher.isRunning)
         kill(watcher.pid, SIGINT)
-        #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
+        #expect(watcher.waitForExit())
         #expect(watcher.stop() == 0)
     }
 
@@ -52,7 +52,7 @@ struct WatchCommandTests {
 
         try daemon.set("shop", signer.token(expiringIn: 3600))
         try daemon.set("shop", signer.token(expiringIn: 3600))
-        #expect(BackgroundProcess.waitUntil { watcher.output.split(separator: "\n").count == 3 })
+        #expect(watcher.waitForOutput { $0.split(separator: "\n").count == 3 })
         let lines = watcher.output.split(separator: "\n").map(String.init)
         // First, where the group stood when watch subscribed.
         let state = try parseJSON(lines[0])
@@ -66,7 +66,7 @@ struct WatchCommandTests {
 
         // SIGTERM is blocked in the test's threads, and so in the child: watch unblocks it.
         kill(watcher.pid, SIGTERM)
-        #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
+        #expect(watcher.waitForExit())
         #expect(watcher.stop() == 0)
     }
 
@@ -76,7 +76,7 @@ struct WatchCommandTests {
         let watcher = try watch(daemon)
 
         daemon.daemon.stop(signal: signal)
-        #expect(BackgroundProcess.waitUntil { !watcher.isRunning })
+        #expect(watcher.waitForExit())
         #expect(watcher.stop() == 69)
         // The group's state came first, then the loss.
         #expect(watcher.output.hasPrefix("state tokenState=notProvided refreshClaimed=false generation=0\n"))

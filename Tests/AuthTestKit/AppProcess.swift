@@ -13,9 +13,29 @@ public final class AppProcess: Sendable {
     private let inputClosed = Atomic(false)
     private let collected = Lines()
 
-    /// The lines printed so far, shared with the pipe's reader.
-    final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
+    /// The lines printed so far, shared with the pipe's reader, which signals each time lines come.
+    final class Lines: @unchecked Sendable {
+        private let condition = NSCondition()
+        private var lines: [String] = []
+
+        var all: [String] { condition.withLock { lines } }
+
+        func append(_ new: [String]) {
+            condition.withLock {
+                lines += new
+                condition.broadcast()
+            }
+        }
+
+        /// Waits until the lines satisfy `predicate`, checking each time lines come, or until `deadline`.
+        func wait(until deadline: Date, _ predicate: ([String]) -> Bool) -> Bool {
+            condition.withLock {
+                while !predicate(lines) {
+                    guard condition.wait(until: deadline) else { return predicate(lines) }
+                }
+                return true
+            }
+        }
     }
 
     /// Starts the app on `daemon`'s socket, with an async handler (or a plain one with `sync`).
@@ -48,7 +68,7 @@ public final class AppProcess: Sendable {
                 }
                 return found
             }
-            collected.lines.withLock { $0 += complete }
+            if !complete.isEmpty { collected.append(complete) }
         }
     }
 
@@ -60,10 +80,18 @@ public final class AppProcess: Sendable {
     public var pid: Int32 { process.pid }
 
     /// Every line it printed so far.
-    public var output: [String] { collected.lines.withLock { $0 } }
+    public var output: [String] { collected.all }
 
     /// The lines it printed that start with `prefix`.
     public func lines(_ prefix: String) -> [String] { output.filter { $0.hasPrefix(prefix) } }
+
+    /// Waits until it has printed a line that starts with `prefix`, checking each time lines come (no polling),
+    /// or until `timeout` passes; returns whether it has.
+    public func waitForLine(_ prefix: String, timeout: Duration = .seconds(5)) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        return collected.wait(until: deadline) { $0.contains { $0.hasPrefix(prefix) } }
+    }
 
     /// Sends one command line.
     public func send(_ line: String) {

@@ -57,20 +57,22 @@ public final class DaemonUnderTest: @unchecked Sendable {
         root.remove()
     }
 
-    /// Starts the daemon (again) and waits until its socket accepts connections.
+    /// Starts the daemon (again) and waits until it serves: its `READY=1`, which it sends once its socket
+    /// listens and its store is loaded. The notification socket is the test's for the start only; what the
+    /// daemon sends later finds none and is dropped, as the daemon ignores a failed notification.
     public func start() throws {
+        let notify = try NotifySocket()
+        var environment = environment
+        environment["NOTIFY_SOCKET"] = notify.path
         let process = try BackgroundProcess(
             BuildProducts.executable("exponea-authd"),
             ["--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath] + arguments,
             environment: environment
         )
         lock.withLock { self.process = process }
-        let serving = BackgroundProcess.waitUntil {
-            guard let client = try? UnixClient(path: socketPath) else { return false }
-            client.close()
-            return true
+        guard notify.receive(containing: "READY=1", timeout: .seconds(10)) != nil else {
+            throw NotServing(output: process.output)
         }
-        guard serving else { throw NotServing(output: process.output) }
     }
 
     /// Stops the daemon with `signal` and waits for it to end.

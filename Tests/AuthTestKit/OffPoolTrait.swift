@@ -32,7 +32,15 @@ public struct OffPoolTrait: SuiteTrait, TestTrait, TestScoping {
     ) async throws {
         await TestSlots.shared.acquire()
         defer { TestSlots.shared.release() }
-        try await withTaskExecutorPreference(ThreadPerJobExecutor.shared) { try await function() }
+        // A child task, which starts as a job of the executor: a call under `withTaskExecutorPreference` alone
+        // may begin on the pool thread it was made on, and a synchronous test never hops off it.
+        // The group waits for the child, so `function` does not outlive this call.
+        try await withoutActuallyEscaping(function) { function in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask(executorPreference: ThreadPerJobExecutor.shared) { try await function() }
+                try await group.waitForAll()
+            }
+        }
     }
 }
 
@@ -50,7 +58,8 @@ final class ThreadPerJobExecutor: TaskExecutor {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         Thread {
-            Thread.current.name = ThreadPerJobExecutor.threadName
+            // Not Thread.name, which Foundation applies to the thread only now and then.
+            _ = setThreadName(pthread_self(), ThreadPerJobExecutor.threadName)
             job.runSynchronously(on: executor)
         }.start()
     }
@@ -102,3 +111,7 @@ public func currentThreadName() -> String {
     let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
     return name.trimmingCharacters(in: .newlines)
 }
+
+/// `pthread_setname_np(3)`, which Swift's Glibc module hides behind `_GNU_SOURCE`.
+@_silgen_name("pthread_setname_np")
+private func setThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32

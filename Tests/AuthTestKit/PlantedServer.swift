@@ -47,7 +47,7 @@ public final class PlantedServer: @unchecked Sendable {
             ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", "-c", Self.script, path],
             environment: ["PATH": "/usr/bin:/bin", "HOME": "/"]
         )
-        guard BackgroundProcess.waitUntil({ process.output.contains("listening") }) else {
+        guard process.waitForOutput({ $0.contains("listening") }) else {
             throw StartFailure(output: process.output)
         }
     }

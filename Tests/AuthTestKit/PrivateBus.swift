@@ -191,6 +191,9 @@ public final class BackgroundProcess: @unchecked Sendable {
     /// Whether it still runs.
     public var isRunning: Bool { process.isRunning }
 
+    /// Waits until it ends (its pidfd, no polling) or `timeout` passes; returns whether it ended.
+    public func waitForExit(timeout: Duration = .seconds(5)) -> Bool { process.waitForExit(timeout: timeout) }
+
     /// Sends `signal` and waits for the process to end; returns its exit status, or the signal that ended it.
     ///
     /// SIGKILL by default: a child of a test inherits the signal mask of the test's worker thread, which blocks

@@ -89,6 +89,27 @@ public final class SpawnedProcess: Sendable {
         }
     }
 
+    /// Waits until it ends or `timeout` passes, on the process's pidfd (the exit itself, no polling); returns
+    /// whether it ended, and reaps it if so.
+    public func waitForExit(timeout: Duration) -> Bool {
+        if ended.withLock({ $0 != nil }) { return true }
+        let descriptor = pidfdOpen(pid, 0)
+        guard descriptor >= 0 else { return !isRunning }  // reaped by another thread meanwhile
+        defer { Glibc.close(descriptor) }
+        let deadline = ContinuousClock.now + timeout
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline) / .milliseconds(1)
+            let milliseconds = Int32(clamping: Int64(max(0, left.rounded(.up))))
+            let ready = poll(&entry, 1, milliseconds)
+            if ready > 0 { break }
+            if ready == 0 { return false }
+            if errno != EINTR { return !isRunning }
+        }
+        wait()
+        return true
+    }
+
     /// Its exit status, or the number of the signal that ended it, as Foundation's `Process` has it; nil while
     /// it runs.
     public var terminationStatus: Int32? { ended.withLock { $0 }.map(Self.decode) }
@@ -153,6 +174,10 @@ public struct SpawnPipe: Sendable {
         }
     }
 }
+
+/// `pidfd_open(2)` (glibc 2.36, Linux 5.3), which Swift's Glibc module does not import.
+@_silgen_name("pidfd_open")
+private func pidfdOpen(_ pid: pid_t, _ flags: UInt32) -> Int32
 
 /// `pipe2(2)`, which Swift's Glibc module hides behind `_GNU_SOURCE`.
 @_silgen_name("pipe2")

@@ -24,7 +24,7 @@ enum CLibrary {
         do {
             let make = try BackgroundProcess(
                 "/usr/bin/env", ["make", "-C", source, "BUILD=\(buildDirectory)", "all", "examples"])
-            let ended = BackgroundProcess.waitUntil(timeout: .seconds(300)) { !make.isRunning }
+            let ended = make.waitForExit(timeout: .seconds(300))
             let status = make.stop()
             _ = make.waitForOutput(timeout: .seconds(5)) { _ in false }  // read to its end
             return ended && status == 0 ? .success(()) : .failure(BuildFailure(output: make.output))
@@ -223,7 +223,7 @@ final class ExampleApp {
     /// then). Either way its output is checked for the backend's tokens.
     @discardableResult
     func waitForExit(timeout: Duration = .seconds(30)) -> Int32? {
-        let ended = BackgroundProcess.waitUntil(timeout: timeout) { !process.isRunning }
+        let ended = process.waitForExit(timeout: timeout)
         let status = process.stop()
         // The output is read to its end, which comes a moment after the exit.
         _ = process.waitForOutput(timeout: .seconds(5)) { _ in false }

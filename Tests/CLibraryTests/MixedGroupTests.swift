@@ -16,7 +16,7 @@ struct MixedGroupTests {
         // The Swift app's request makes the empty group ask for a token; its handler claims the refresh and, given no
         // command, hangs alive.
         claimant.send("request")
-        #expect(BackgroundProcess.waitUntil { !claimant.lines("handler notProvided").isEmpty }, "\(claimant.output)")
+        #expect(claimant.waitForLine("handler notProvided"), "\(claimant.output)")
 
         // Two C apps. Barrier: each one's first request failed with no token, so each had subscribed and heard the
         // group's request for a token, and its claim was refused while the Swift app held it.
@@ -43,7 +43,7 @@ struct MixedGroupTests {
         defer { sender.kill() }
         sender.send("accept test-backend")
         sender.send("request")
-        #expect(BackgroundProcess.waitUntil { !sender.lines("response ").isEmpty }, "\(sender.output)")
+        #expect(sender.waitForLine("response "), "\(sender.output)")
         #expect(sender.lines("response ") == ["response 200"])
         #expect(sender.lines("handler").isEmpty)
         #expect(try backend.stats().fetches == 1)

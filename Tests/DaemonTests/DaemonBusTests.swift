@@ -53,7 +53,7 @@ struct DaemonBusTests {
             ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"], arguments: ["--log-level", "debug"])
         #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
         let message = "D-Bus is not reachable"
-        #expect(BackgroundProcess.waitUntil { daemon.output.components(separatedBy: message).count > 3 })  // 2 retries
+        #expect(daemon.waitForOutput { $0.components(separatedBy: message).count > 3 })  // 2 retries
         #expect(daemon.stop(signal: SIGTERM) == 0)
         #expect(daemon.output.components(separatedBy: "warning: \(message)").count == 2, "\(daemon.output)")
     }

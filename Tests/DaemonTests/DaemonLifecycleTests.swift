@@ -41,7 +41,7 @@ struct DaemonLifecycleTests {
                 "HOME": fixture.root.path, "NOTIFY_SOCKET": notify.path, "CREDENTIALS_DIRECTORY": fixture.credentials,
             ]
         )
-        #expect(BackgroundProcess.waitUntil { !second.isRunning })
+        #expect(second.waitForExit())
         #expect(second.stop() == 1)
         #expect(
             second.output.contains("is in use by another exponea-authd (pid \(first.pid))"), "\(second.output)")
@@ -90,7 +90,7 @@ struct DaemonLifecycleTests {
         let stopped = ContinuousClock.now
         kill(pid, SIGTERM)
         // The supervisor ends with the daemon, with its exit status.
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(5)) { !supervisor.isRunning })
+        #expect(supervisor.waitForExit(timeout: .seconds(5)))
         #expect(ContinuousClock.now - stopped < .seconds(5))
         #expect(supervisor.stop() == 0)
         #expect(supervisor.output.contains("Stopped during start-up"), "\(supervisor.output)")

@@ -40,13 +40,13 @@ struct DaemonRestartTests {
         // The expiry that fell due while it was down is announced at start, before any call: nothing has asked
         // about news yet, so only the start-up can have sent it (a Preflight would send one of its own).
         // dbus-monitor prints a signal in pieces: wait for the whole of it, not only its first line.
-        func signalLines() -> [String] {
-            let output = monitor.output
+        func signalLines(_ output: String) -> [String] {
             guard let signal = output.range(of: "member=JwtError").map({ output[$0.lowerBound...] }) else { return [] }
             return signal.split(separator: "\n").prefix(4).map { $0.trimmingCharacters(in: .whitespaces) }
         }
-        #expect(BackgroundProcess.waitUntil { signalLines().count == 4 })
-        #expect(signalLines() == ["member=JwtError", #"string "news""#, #"string "expired""#, "uint64 1"])
+        #expect(monitor.waitForOutput { signalLines($0).count == 4 })
+        #expect(
+            signalLines(monitor.output) == ["member=JwtError", #"string "news""#, #"string "expired""#, "uint64 1"])
 
         // GetToken has no side effects: the tokens and generations are as they were.
         let again = try VarlinkTestClient(path: fixture.socketPath)

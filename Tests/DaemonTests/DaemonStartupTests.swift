@@ -176,7 +176,7 @@ struct DaemonStartupTests {
             attributes: [.posixPermissions: 0o755]
         )
         let daemon = try fixture.start()
-        #expect(BackgroundProcess.waitUntil { !daemon.isRunning })
+        #expect(daemon.waitForExit())
         #expect(daemon.stop() == 1)
         #expect(
             daemon.output.contains("critical: Cannot start: cannot open the token store in \(fixture.stateDirectory)"))
@@ -229,7 +229,7 @@ struct DaemonStartupTests {
                 chmod(directory + "/news.token", 0o644)
             }
         }
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { !daemon.isRunning })
+        #expect(daemon.waitForExit(timeout: .seconds(20)))
         #expect(daemon.stop() == 1)
         #expect(daemon.output.contains("critical: Cannot start"), "\(daemon.output)")
         #expect(daemon.output.contains(reason), "\(daemon.output)")

@@ -40,7 +40,7 @@ struct ReplyReaderTests {
             let json = String(decoding: try JSONSerialization.data(withJSONObject: replies), as: UTF8.self)
             process = try BackgroundProcess(
                 "/usr/bin/python3", ["-c", Self.script, path, json], environment: ["PATH": "/usr/bin:/bin"])
-            guard BackgroundProcess.waitUntil({ process.output.contains("listening") }) else {
+            guard process.waitForOutput({ $0.contains("listening") }) else {
                 throw NotStarted(output: process.output)
             }
         }

@@ -31,7 +31,7 @@ struct RequestPolicyTests {
         init(_ responses: String...) throws {
             process = try BackgroundProcess("/usr/bin/env", ["python3", Self.script] + responses)
             let process = process
-            guard BackgroundProcess.waitUntil({ process.output.hasPrefix("port ") && process.output.contains("\n") }),
+            guard process.waitForOutput({ $0.hasPrefix("port ") }),
                 let line = process.output.split(separator: "\n").first,
                 let port = Int(line.dropFirst("port ".count))
             else { throw POSIXError(.ETIMEDOUT) }

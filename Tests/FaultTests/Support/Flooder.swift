@@ -56,7 +56,7 @@ final class Flooder {
     /// Waits (bounded) for the flood to reach its peak, and returns its figures.
     func figures(timeout: Duration = .seconds(120)) throws -> Figures {
         guard
-            BackgroundProcess.waitUntil(timeout: timeout, { process.output.contains("FLOODED ") || !process.isRunning })
+            process.waitForOutput(timeout: timeout, { $0.contains("FLOODED ") }) || !process.isRunning
         else { throw FlooderFailure(output: "no figures within \(timeout): " + process.output) }
         guard let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("FLOODED ") }) else {
             throw FlooderFailure(output: process.output)
