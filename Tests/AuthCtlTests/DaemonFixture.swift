@@ -13,8 +13,11 @@ final class DaemonFixture {
     /// - Parameters:
     ///   - configDirectory: Runs the daemon in system mode with this access configuration.
     ///   - arguments: More command-line options for the daemon, such as `--flush-timeout`.
+    ///
+    /// The daemon logs at debug level, so that ``waitForSubscribers(_:count:)`` has its lines.
     init(configDirectory: String? = nil, arguments: [String] = []) throws {
-        daemon = try DaemonUnderTest(arguments: arguments, configDirectory: configDirectory)
+        daemon = try DaemonUnderTest(
+            arguments: ["--log-level", "debug"] + arguments, configDirectory: configDirectory)
     }
 
     /// The environment authctl runs with.
@@ -47,11 +50,9 @@ final class DaemonFixture {
         return result
     }
 
-    /// How many subscribers `group` has, as `authctl list --json` says.
-    func subscribers(_ group: String) throws -> Int {
-        let list = try parseJSON(authctl(["list", "--json"]).standardOutput)
-        let groups = list["groups"] as? [[String: Any]] ?? []
-        return groups.first { $0["name"] as? String == group }?["subscribers"] as? Int ?? 0
+    /// Waits until the daemon has registered `count` subscribers of `group`: its debug line, as it comes.
+    func waitForSubscribers(_ group: String, count: Int, timeout: Duration = .seconds(10)) -> Bool {
+        daemon.waitForSubscribers(group, count: count, timeout: timeout)
     }
 }
 

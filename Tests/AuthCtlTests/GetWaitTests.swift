@@ -12,7 +12,7 @@ struct GetWaitTests {
         let daemon = try DaemonFixture()
         let watcher = try daemon.authctlInBackground(["watch", "shop"])
         defer { watcher.stop() }
-        #expect(BackgroundProcess.waitUntil { (try? daemon.subscribers("shop")) == 1 })
+        #expect(daemon.waitForSubscribers("shop", count: 1))
 
         // A wait far longer than the test allows: only the token can end it with a token printed.
         let waiting = try daemon.authctlInBackground(["get", "shop", "--wait=60"])
@@ -32,7 +32,7 @@ struct GetWaitTests {
         let daemon = try DaemonFixture()
         let watcher = try daemon.authctlInBackground(["watch", "shop"])
         defer { watcher.stop() }
-        #expect(BackgroundProcess.waitUntil { (try? daemon.subscribers("shop")) == 1 })
+        #expect(daemon.waitForSubscribers("shop", count: 1))
         try daemon.set("shop", signer.token(expiringIn: 30))
 
         let waiting = try daemon.authctlInBackground(["get", "shop", "--wait"])

@@ -45,7 +45,7 @@ struct RefreshAgentTests {
             try daemon.authctlInBackground(["refresh-agent", "shop", "--", script])
         }
         defer { for agent in agents { agent.stop() } }
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 3 })
+        #expect(daemon.waitForSubscribers("shop", count: 3, timeout: .seconds(10)))
 
         // A token in its last minute: every agent hears expiredSoon for generation 2 at once.
         try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
@@ -161,7 +161,7 @@ struct RefreshAgentTests {
             command(in: first, body: "touch \(marker); exec sleep 600 2>/dev/null"),
         ])
         defer { hanging.stop() }
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 1 })
+        #expect(daemon.waitForSubscribers("shop", count: 1, timeout: .seconds(10)))
         // The token enters its last minute: the first agent claims the refresh and its backend hangs.
         try daemon.set("shop", signer.token(expiringIn: 30))
         #expect(
@@ -169,7 +169,7 @@ struct RefreshAgentTests {
             "\(hanging.output)")
         let second = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
         defer { second.stop() }
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 2 })
+        #expect(daemon.waitForSubscribers("shop", count: 2, timeout: .seconds(10)))
         // The second agent heard that the refresh is claimed, and waits.
         #expect(runs(daemon.root).isEmpty)
 
@@ -199,13 +199,13 @@ struct RefreshAgentTests {
         try daemon.set("shop", signer.token(expiringIn: 3600))
         let agent = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
         defer { agent.stop() }
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? daemon.subscribers("shop")) == 1 })
+        #expect(daemon.waitForSubscribers("shop", count: 1, timeout: .seconds(10)))
         daemon.daemon.stop(signal: SIGTERM)
         try daemon.daemon.start()
         #expect(
             agent.waitForOutput(timeout: .seconds(20)) { $0.contains("lost the daemon") },
             "\(agent.output)")
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { (try? daemon.subscribers("shop")) == 1 })
+        #expect(daemon.waitForSubscribers("shop", count: 1, timeout: .seconds(20)))
         // And acts on what it hears after.
         try daemon.set("shop", signer.token(expiringIn: 30))
         #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { runs(daemon.root) == ["shop expiredSoon"] })

@@ -7,10 +7,11 @@ import Testing
 struct WatchCommandTests {
     let signer = TestJWT()
 
-    /// Starts `authctl watch` and waits until the daemon counts its subscription.
+    /// Starts `authctl watch` and waits until it prints the group's state, which the daemon sends once it has
+    /// registered the subscription.
     func watch(_ daemon: DaemonFixture, _ arguments: [String] = []) throws -> BackgroundProcess {
         let watcher = try daemon.authctlInBackground(["watch", "shop"] + arguments)
-        let subscribed = BackgroundProcess.waitUntil { (try? daemon.subscribers("shop")) == 1 }
+        let subscribed = watcher.waitForOutput { $0.contains("tokenState") }
         #expect(subscribed, "\(watcher.output)")
         return watcher
     }

@@ -96,6 +96,17 @@ public final class DaemonUnderTest: @unchecked Sendable {
         return process.waitForOutput(timeout: timeout, condition)
     }
 
+    /// Waits until the current run has counted `count` subscribers of `group`, from its "Subscribed" line as it
+    /// comes: a daemon started with `--log-level debug` prints one as each subscription is registered.
+    public func waitForSubscribers(_ group: String, count: Int, timeout: Duration = .seconds(10)) -> Bool {
+        waitForOutput(timeout: timeout) { output in
+            output.split(separator: "\n").contains {
+                $0.hasPrefix("debug: Subscribed ") && $0.contains(" authd.group=\(group) ")
+                    && $0.contains(" authd.subscribers=\(count)")
+            }
+        }
+    }
+
     /// What the daemon printed in every run so far.
     public var outputOfEveryRun: String { lock.withLock { earlierOutput + (process?.output ?? "") } }
 

@@ -191,8 +191,15 @@ public final class BackgroundProcess: @unchecked Sendable {
     /// Whether it still runs.
     public var isRunning: Bool { process.isRunning }
 
-    /// Waits until it ends (its pidfd, no polling) or `timeout` passes; returns whether it ended.
-    public func waitForExit(timeout: Duration = .seconds(5)) -> Bool { process.waitForExit(timeout: timeout) }
+    /// Waits until it ends (its pidfd, no polling) and its output is read to the end, or `timeout` passes;
+    /// returns whether it ended.
+    public func waitForExit(timeout: Duration = .seconds(5)) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        guard process.waitForExit(timeout: timeout) else { return false }
+        // The end of the output comes a moment after the exit (once the reader has read the rest).
+        _ = waitForOutput(timeout: max(.zero, ContinuousClock.now.duration(to: deadline))) { _ in false }
+        return true
+    }
 
     /// Sends `signal` and waits for the process to end; returns its exit status, or the signal that ended it.
     ///

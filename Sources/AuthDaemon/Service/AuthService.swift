@@ -484,6 +484,11 @@ public actor AuthService {
             return nil
         }
         if table.add(group) { countsMayHaveChanged() }
+        logger.debug(
+            "Subscribed",
+            metadata: [
+                "authd.group": "\(group)", "authd.pid": "\(pid)", "authd.subscribers": "\(hub.count(of: group))",
+            ])
         for event in table.currentState(of: group, now: clock.now) {
             // Gone already: the sink ends the subscription, and the caller's unsubscribe finds nothing.
             if let ended = hub.send(event, to: group, subscription: id) {
