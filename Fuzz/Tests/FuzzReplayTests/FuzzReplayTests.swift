@@ -3,7 +3,7 @@ import AuthTestKit
 import Foundation
 import Testing
 
-@Suite("Fuzz targets replay their corpus and regression inputs")
+@Suite("Fuzz targets replay their corpus and regression inputs", .offPool)
 struct FuzzReplayTests {
     /// The repository's `Fuzz` folder.
     static let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
