@@ -30,9 +30,7 @@ struct DaemonGroupTests {
                     == true
             })
 
-        let started = ContinuousClock.now
         let reply = try client.exchange(#"{"method":"com.exponea.Auth.Anonymize","parameters":{"group":"shop"}}"#)
-        let took = ContinuousClock.now - started
         // The silent app is named: a flush nobody confirmed is no success.
         let result = try JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]
         let parameters = result?["parameters"] as? [String: Any]
@@ -41,8 +39,6 @@ struct DaemonGroupTests {
         #expect(unconfirmed.count == 1)
         #expect(unconfirmed.first?["pid"] as? Int == Int(apps[2].pid))
         #expect(unconfirmed.first?["reason"] as? String == "timedOut")
-        // The silent app holds the clear up to the bound (--flush-timeout 1.5), not longer.
-        #expect(took >= .seconds(1.4) && took < .seconds(10))
 
         for app in apps {
             #expect(app.waitForOutput { $0.contains("cleared") })
@@ -87,7 +83,6 @@ struct DaemonGroupTests {
             waiter.close()
             setter.close()
         }
-        let started = ContinuousClock.now
         try waiter.send(
             #"{"method":"com.exponea.Auth.WaitForToken","parameters":{"group":"shop","after":0,"timeoutMs":5000}}"#)
         // A barrier: the waiting call makes its group known, so ListGroups shows it once the call waits.
@@ -101,6 +96,5 @@ struct DaemonGroupTests {
             #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#)
         let reply = try waiter.receiveReply()
         #expect(reply == #"{"parameters":{"generation":1,"token":"\#(token)"}}"#)
-        #expect(ContinuousClock.now - started < .seconds(4))
     }
 }

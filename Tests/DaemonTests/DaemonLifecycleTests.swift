@@ -87,11 +87,9 @@ struct DaemonLifecycleTests {
             held && BackgroundProcess.waitUntil(timeout: .seconds(5)) { Self.threadWaits(in: pid, on: "seccomp") }
         try #require(waiting, "not held: \(supervisor.output)")
 
-        let stopped = ContinuousClock.now
         kill(pid, SIGTERM)
         // The supervisor ends with the daemon, with its exit status.
         #expect(supervisor.waitForExit(timeout: .seconds(5)))
-        #expect(ContinuousClock.now - stopped < .seconds(5))
         #expect(supervisor.stop() == 0)
         #expect(supervisor.output.contains("Stopped during start-up"), "\(supervisor.output)")
         #expect(notify.receive(timeout: .milliseconds(100)) == nil)  // never READY

@@ -138,13 +138,11 @@ struct DaemonMethodsTests {
         try waiter.send("WaitForToken", ["group": "shop", "after": 1, "timeoutMs": 5000])
         try session.app.call("SetToken", ["group": "shop", "token": valid])
         #expect(try session.nextEvent() == "tokenRefreshed 3")
-        let started = ContinuousClock.now
         let next = TestJWT().token(expiringIn: 7200)
         try session.app.call("SetToken", ["group": "shop", "token": next])
         let woken = try waiter.reply()
         #expect(woken["generation"] as? Int == 4)
         #expect(woken["token"] as? String == next)
-        #expect(ContinuousClock.now - started < .seconds(4))
     }
 
     @Test func identifyCustomerStoresTheTokenOrClearsIt() throws {
@@ -182,7 +180,6 @@ struct DaemonMethodsTests {
         let flush = try session.events.event()
         #expect(flush["kind"] as? String == "flushRequested")
         let flushId = try #require(flush["flushId"] as? String)
-        let started = ContinuousClock.now
         // The calling connection waits for its reply, so the app acknowledges on another one.
         let acknowledger = try VarlinkTestClient(path: session.fixture.socketPath)
         defer { acknowledger.close() }
@@ -190,8 +187,6 @@ struct DaemonMethodsTests {
         let reply = try session.app.reply()
         #expect(reply["asked"] as? Int == 1)
         #expect((reply["unconfirmed"] as? [Any])?.isEmpty == true)
-        // Acknowledged: the clear did not wait for the 2 s bound.
-        #expect(ContinuousClock.now - started < .seconds(1.5))
         #expect(try session.nextEvent() == "cleared \(cause) 2")
 
         let get = try session.app.call("GetToken", ["group": "shop"])
@@ -212,9 +207,7 @@ struct DaemonMethodsTests {
             "IdentifyCustomer", ["group": "shop", "customerIds": ["registered": "dora"], "token": token])
         #expect(try session.nextEvent() == "tokenRefreshed 1")
 
-        let started = ContinuousClock.now
         #expect(try session.app.call("ClearLocalCustomerData", ["group": "shop"]).isEmpty)
-        #expect(ContinuousClock.now - started < .seconds(10))
         #expect(try session.nextEvent() == "cleared clearLocalCustomerData 2")
         #expect(try session.app.call("GetToken", ["group": "shop"])["token"] == nil)
         #expect(!FileManager.default.fileExists(atPath: session.fixture.stateDirectory + "/shop.token"))
@@ -291,9 +284,8 @@ struct DaemonMethodsTests {
         #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == false)
 
         claimant.close()  // the app crashed inside its handler
-        let started = ContinuousClock.now
+        // At once: the lease is a minute, far past the wait for the event.
         #expect(try session.nextEvent() == "jwtError notProvided 0")
-        #expect(ContinuousClock.now - started < .seconds(1))
         #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
     }
 
@@ -324,25 +316,21 @@ struct DaemonMethodsTests {
         defer { claimant.close() }
         let renew: [String: Any] = ["group": "shop", "generation": 0, "renew": true]
         #expect(try claimant.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
-        let granted = ContinuousClock.now
         // A renewal from another connection is refused; the holder's own extends the lease.
         #expect(try session.app.call("ClaimRefresh", renew)["granted"] as? Bool == false)
         let renewed = try claimant.call("ClaimRefresh", renew)
         #expect(renewed["granted"] as? Bool == true)
         #expect(renewed["leaseMs"] as? Int == 1000)
 
-        // Then the claimant hangs: the lease runs out and the others hear the jwtError again.
+        // Then the claimant hangs: the lease runs out and the others hear the jwtError again (when, to the
+        // millisecond, is AuthServiceTests' on a ManualClock).
         #expect(try session.nextEvent() == "jwtError notProvided 0")
-        #expect(ContinuousClock.now - granted >= .milliseconds(900))
-        #expect(ContinuousClock.now - granted < .seconds(5))
         #expect(try session.app.call("ClaimRefresh", ["group": "shop", "generation": 0])["granted"] as? Bool == true)
     }
 
     @Test func waitForTokenIsBoundedAndEndsAtItsTimeout() throws {
         let session = try Session()
-        let started = ContinuousClock.now
         let reply = try session.app.call("WaitForToken", ["group": "shop", "after": 0, "timeoutMs": 300])
-        #expect(ContinuousClock.now - started >= .milliseconds(250))
         #expect(reply["generation"] as? Int == 0)
         #expect(reply["token"] == nil)
         #expect {

@@ -148,13 +148,11 @@ struct DaemonStartupTests {
         let fixture = try Fixture()
         let daemon = try fixture.start(["WATCHDOG_USEC": "200000"])
         #expect(fixture.notify.receive()?.hasPrefix("READY=1") == true)
-        let start = ContinuousClock.now
         let client = try UnixClient(path: fixture.socketPath)
         defer { client.close() }
         #expect(
             fixture.notify.receive(timeout: .seconds(2))?.hasPrefix("WATCHDOG=1\nSTATUS=Holding 0 app groups") == true)
         #expect(fixture.notify.receive(containing: "1 client connected", timeout: .seconds(2)) != nil)
-        #expect(ContinuousClock.now - start < .seconds(2))
         #expect(daemon.stop(signal: SIGTERM) == 0)
     }
 

@@ -96,14 +96,9 @@ struct RefreshClaimTests {
         let apps = try await apps(3, on: daemon)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
         #expect(await eventually { apps.count("handler expiredSoon") == 1 })
-        let claimed = ContinuousClock.now
         let holder = try #require(apps.printing("handler").first)  // and it never answers
 
         #expect(await eventually(timeout: .seconds(5)) { apps.count("handler expiredSoon") == 2 })
-        let replacedAfter = ContinuousClock.now - claimed
-        print("RefreshClaim, hung claimant: replaced \(replacedAfter) after its claim (lease 1.5 s)")
-        #expect(replacedAfter >= .seconds(1.2))  // the lease, less the barrier's polling
-        #expect(replacedAfter < .seconds(3.5))
         #expect(holder.lines("handler").count == 1)
 
         let next = try #require(apps.filter { $0 !== holder }.printing("handler").first)

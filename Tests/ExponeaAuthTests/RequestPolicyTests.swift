@@ -125,10 +125,8 @@ struct RequestPolicyTests {
         #expect(try await daemon.waitForSubscribers(1))
         try await auth.setSdkAuthToken(old)
 
-        let started = ContinuousClock.now
         let (response, _) = try await auth.execute(.appInboxFetch, transport: Self.transport)
         #expect(response.status == .ok)
-        #expect(ContinuousClock.now - started < .seconds(3))
         #expect(await server.seen(2).map(\.authorization) == ["Bearer \(old)", "Bearer \(new)"])
         #expect(
             await server.seen(2).map(\.path) == Array(repeating: "/webxp/streams/stream-1/appinbox/fetch", count: 2))
