@@ -44,6 +44,8 @@ public struct Daemon: Sendable {
     public let service: AuthService
     /// Who may use which group.
     public let access: AccessControl
+    /// The `com.exponea.Auth` calls, on the service's loop; it counts them for the metrics.
+    let dispatcher: AuthCallDispatcher
 
     /// How many clients may be connected at once; one more is closed at once.
     public let maximumConnections: Int
@@ -58,8 +60,6 @@ public struct Daemon: Sendable {
     let timer: WallClockTimer
     /// When the daemon started and became ready, for the metrics.
     let lifetime: DaemonLifetime
-    /// The calls answered, by method and result, for the metrics.
-    let calls = CallCounters()
     /// The server's connections and refusals, for the metrics.
     let connections = ConnectionCounters()
     private let notifier: ServiceNotifier
@@ -179,6 +179,7 @@ public struct Daemon: Sendable {
             store: store, records: records, refreshLease: refreshLease, flushTimeout: flushTimeout,
             clock: SystemClock(executor: executor), storeExecutor: storeExecutor, executor: executor, timer: timer,
             logger: logger)
+        dispatcher = AuthCallDispatcher(service: service, access: access, logger: logger)
         let groupCount = records.count
         records = []
         // Reading the records left free memory in the arenas of the threads that read them, growing with the
@@ -221,7 +222,7 @@ public struct Daemon: Sendable {
         handler(serving: [
             (
                 AuthInterface.name, AuthInterface.description,
-                AuthCallDispatcher(service: service, access: access, calls: calls, logger: logger)
+                dispatcher
             ),
             metricsInterface,
         ])
@@ -237,7 +238,7 @@ public struct Daemon: Sendable {
         (
             MetricsInterface.name, MetricsInterface.description,
             MetricsCallHandler(
-                service: service, access: access, calls: calls, connections: connections, lifetime: lifetime)
+                service: service, access: access, dispatcher: dispatcher, connections: connections, lifetime: lifetime)
         )
     }
 

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import Synchronization
 
 /// Keeps a flood from writing a log line per event: the first event of a kind and user logs at once, the next
 /// ones within ``interval`` are only counted, and the first one after it logs again with the count.
@@ -9,7 +8,9 @@ import Synchronization
 ///     logger.warning("Refusing a connection (\(count) since the last line)")
 /// }
 /// ```
-public final class LogThrottle: Sendable {
+///
+/// It belongs to one thread (the loop's, or an actor's), so it needs no lock.
+public final class LogThrottle {
     /// The default: one line per kind and user every 10 seconds.
     public static let defaultInterval: Duration = .seconds(10)
 
@@ -29,15 +30,15 @@ public final class LogThrottle: Sendable {
     /// Windows kept before the stale ones are pruned: one per kind and user seen within an interval.
     private static let pruneThreshold = 4096
 
-    private let now: @Sendable () -> ContinuousClock.Instant
-    private let windows = Mutex<[Key: Window]>([:])
+    private let now: () -> ContinuousClock.Instant
+    private var windows: [Key: Window] = [:]
 
     /// - Parameters:
     ///   - interval: How long after a line the same kind of event of the same user is only counted.
     ///   - now: The clock (a manual one in tests).
     public init(
         interval: Duration = defaultInterval,
-        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+        now: @escaping () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
         self.interval = interval
         self.now = now
@@ -50,20 +51,18 @@ public final class LogThrottle: Sendable {
     public func admit(_ event: String, uid: UInt32) -> Int? {
         let now = self.now()
         let interval = self.interval
-        return windows.withLock { windows in
-            let key = Key(event: event, uid: uid)
-            if var window = windows[key], now - window.start < interval {
-                window.suppressed += 1
-                windows[key] = window
-                return nil
-            }
-            let count = (windows[key]?.suppressed ?? 0) + 1
-            if windows.count >= Self.pruneThreshold {
-                windows = windows.filter { now - $0.value.start < interval }
-            }
-            windows[key] = Window(start: now, suppressed: 0)
-            return count
+        let key = Key(event: event, uid: uid)
+        if var window = windows[key], now - window.start < interval {
+            window.suppressed += 1
+            windows[key] = window
+            return nil
         }
+        let count = (windows[key]?.suppressed ?? 0) + 1
+        if windows.count >= Self.pruneThreshold {
+            windows = windows.filter { now - $0.value.start < interval }
+        }
+        windows[key] = Window(start: now, suppressed: 0)
+        return count
     }
 
     /// `" (N since the last such line)"` when `count` is above 1, for the end of a log message.

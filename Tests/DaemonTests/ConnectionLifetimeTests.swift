@@ -42,18 +42,17 @@ struct ConnectionLifetimeTests {
                 logger: Self.quiet)
             self.service = service
             let access = AccessControl(owner: getuid())
-            let calls = CallCounters()
+            let dispatcher = AuthCallDispatcher(service: service, access: access, logger: Self.quiet)
             let handler = VarlinkServiceHandler(
                 vendor: "test", product: "test", version: "0", url: "",
                 interfaces: [
                     (
-                        AuthInterface.name, AuthInterface.description,
-                        AuthCallDispatcher(service: service, access: access, calls: calls, logger: Self.quiet)
+                        AuthInterface.name, AuthInterface.description, dispatcher
                     ),
                     (
                         MetricsInterface.name, MetricsInterface.description,
                         MetricsCallHandler(
-                            service: service, access: access, calls: calls, connections: counters,
+                            service: service, access: access, dispatcher: dispatcher, connections: counters,
                             lifetime: DaemonLifetime(version: "0", started: .now))
                     ),
                 ])

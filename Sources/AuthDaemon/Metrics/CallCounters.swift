@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthProtocol
-import Synchronization
 
 /// The calls of `com.exponea.Auth` answered, by method and result: counted by ``AuthCallDispatcher`` on every
-/// route (GetToken answered at once included), read by the metrics.
-final class CallCounters: Sendable {
+/// route (GetToken answered at once included), read by the metrics through it. Its state is the dispatcher's
+/// actor's, so it needs no lock.
+final class CallCounters {
     /// A call's result: `ok`, or the error it was answered with.
     enum Result: String, CaseIterable, Sendable {
         case ok
@@ -41,18 +41,16 @@ final class CallCounters: Sendable {
     private static let interfaceMethods = AuthInterface.Method.allCases
     private static let methods: [Method] = interfaceMethods.map { $0 } + [nil]
     private static let results = Result.allCases
-    /// One count per method and result, in a flat array: a call costs a lock and an increment.
-    private let counts = Mutex<[UInt64]>(Array(repeating: 0, count: methods.count * results.count))
+    /// One count per method and result, in a flat array: a call costs an increment.
+    private var counts = [UInt64](repeating: 0, count: methods.count * results.count)
 
     /// Counts one call of `method` (nil: a method the interface does not have) answered with `result`.
     func count(_ method: Method, _ result: Result) {
-        let index = Self.index(method, result)
-        counts.withLock { $0[index] += 1 }
+        counts[Self.index(method, result)] += 1
     }
 
     /// Every method and result counted at least once, with its count.
     func nonZero() -> [(method: Method, result: Result, count: UInt64)] {
-        let counts = counts.withLock { $0 }
         var rows: [(Method, Result, UInt64)] = []
         for (m, method) in Self.methods.enumerated() {
             for (r, result) in Self.results.enumerated() where counts[m * Self.results.count + r] > 0 {

@@ -21,7 +21,8 @@ import Synchronization
 struct MetricsCallHandler: VarlinkCallHandler {
     let service: AuthService
     let access: AccessControl
-    let calls: CallCounters
+    /// The `com.exponea.Auth` calls' handler, which counts them.
+    let dispatcher: AuthCallDispatcher
     let connections: ConnectionCounters
     let lifetime: DaemonLifetime
 
@@ -64,13 +65,14 @@ struct MetricsCallHandler: VarlinkCallHandler {
         } else {
             await service.writeMetrics(&writer) { [access] in access.allows(caller, $0) }
         }
-        for (method, result, count) in calls.nonZero() {
+        let calls = await dispatcher.callCounts()
+        for (method, result, count) in calls {
             writer.append(
                 name: MetricFamily.calls.name,
                 fields: [("method", method?.rawValue ?? "unknown"), ("result", result.rawValue)],
                 value: .unsigned(count))
         }
-        for (method, result, count) in calls.nonZero() where result == .permissionDenied {
+        for (method, result, count) in calls where result == .permissionDenied {
             writer.append(
                 name: MetricFamily.denials.name, fields: [("method", method?.rawValue ?? "unknown")],
                 value: .unsigned(count))

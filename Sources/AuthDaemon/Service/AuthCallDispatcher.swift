@@ -3,7 +3,6 @@ import AuthCore
 import AuthProtocol
 import AuthTransport
 import Logging
-import Synchronization
 import Systemd
 
 #if canImport(FoundationEssentials)
@@ -15,7 +14,12 @@ import Systemd
 /// Turns `com.exponea.Auth` calls into the service's operations: validates parameters and group names,
 /// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
 /// transport hands it each call with the caller's credentials and the connection's replies.
-public struct AuthCallDispatcher: VarlinkCallHandler {
+///
+/// An actor on the service's loop: what it keeps of the connections (their refresh claims, their callers'
+/// units), its throttle of refusals' log lines and its counts of calls are its own state, which the loop's
+/// callbacks reach in their own turn (``dispatch(_:from:connection:)``) and the calls that run later in its
+/// isolation, so none of it needs a lock.
+public actor AuthCallDispatcher: VarlinkCallHandler {
     /// Bounds on what a caller may pass.
     public enum Limits {
         /// Customer id keys per identity.
@@ -27,33 +31,51 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     private let service: AuthService
     private let access: AccessControl
     private let logger: Logger
-    /// The connections that were granted a refresh claim, so that only their closing goes to the service.
-    private let claimants = Claimants()
-    /// Each connection's caller's unit for the operator's log lines, looked up once per connection (two reads of
-    /// /proc): a connection's peer is one process.
-    private let callerUnits = CallerUnits()
+    /// The connections that claimed a refresh at some point, so that only their closing goes to the service:
+    /// most connections never claim.
+    private var claimants: Set<VarlinkConnectionID> = []
+    /// Each connection's caller's unit for the operator's log lines, looked up at the connection's first operator
+    /// event (two reads of /proc: a connection's peer is one process) and forgotten when it closes.
+    private var callerUnits: [VarlinkConnectionID: String?] = [:]
     /// One "Permission denied" line per user per interval, with a count: a flood of refused calls must not
     /// become a flood of log lines.
     private let deniedLog = LogThrottle()
     /// The calls answered, by method and result.
-    let calls: CallCounters
+    private let calls = CallCounters()
 
     public init(service: AuthService, access: AccessControl, logger: Logger) {
-        self.init(service: service, access: access, calls: CallCounters(), logger: logger)
-    }
-
-    init(service: AuthService, access: AccessControl, calls: CallCounters, logger: Logger) {
         self.service = service
         self.access = access
-        self.calls = calls
         self.logger = logger
+    }
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { service.unownedExecutor }
+
+    /// The calls answered so far, by method and result: each pair counted at least once.
+    func callCounts() -> [(method: CallCounters.Method, result: CallCounters.Result, count: UInt64)] {
+        calls.nonZero()
     }
 
     /// Dispatches one call of the `com.exponea.Auth` interface, its method found once from its bytes: GetToken,
     /// and CountGroups of a caller who may use every group, are answered now (they read the service's state in
     /// this turn: its actor runs on the loop) and never wait; every other call runs later, in the connection's
     /// task. Called on the loop. A `oneway` call runs and sends nothing.
-    public func dispatch(_ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
+    public nonisolated func dispatch(
+        _ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID
+    ) -> VarlinkDispatch {
+        onLoop { $0.dispatchInTurn(call, caller, connection) }
+    }
+
+    /// Runs `body` in the actor's isolation, synchronously, on the loop's thread; traps on another
+    /// (``LoopExecutor/enter(_:_:)``). The calls that run later run their nonisolated code on the loop (the
+    /// connection's task prefers its executor), and enter here for the dispatcher's state without a hop.
+    nonisolated func onLoop<T>(_ body: (isolated AuthCallDispatcher) throws -> T) rethrows -> T {
+        try service.executor.enter(self, body)
+    }
+
+    private func dispatchInTurn(
+        _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID
+    ) -> VarlinkDispatch {
         guard let method = Self.method(of: call) else {
             calls.count(nil, .methodNotFound)
             return .error(.methodNotFound(call.method), to: call)
@@ -80,20 +102,20 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 // A reply that could not be encoded: the call runs later, where it is answered or logged.
             }
         }
-        return .later { replies in await run(method, call, caller, connection, replies) }
+        return .later { replies in await self.run(method, call, caller, connection, replies) }
     }
 
     /// Runs one call later, in the connection's task, and sends its replies.
-    private func run(
+    private nonisolated func run(
         _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
         _ replies: VarlinkReplies
     ) async {
         let reply = call.oneway ? VarlinkReplies.discarded : replies
         do {
             try await perform(method, call, caller, connection, reply)
-            calls.count(method, .ok)
+            onLoop { $0.calls.count(method, .ok) }
         } catch let error as VarlinkError {
-            calls.count(method, CallCounters.Result(error))
+            onLoop { $0.calls.count(method, CallCounters.Result(error)) }
             try? reply.send(VarlinkReplyEncoder.error(error))
         } catch {
             // The connection is gone (a send failed): nothing to answer.
@@ -113,19 +135,19 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
     /// The refresh claims `connection` holds end with it (the app exited or crashed inside its fetch).
     public func connectionClosed(_ connection: VarlinkConnectionID) async {
-        callerUnits.forget(connection)
-        guard claimants.remove(connection) else { return }
+        callerUnits.removeValue(forKey: connection)
+        guard claimants.remove(connection) != nil else { return }
         await service.connectionClosed(connection.rawValue)
     }
 
-    private func perform(
+    private nonisolated func perform(
         _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
         _ replies: VarlinkReplies
     ) async throws {
         switch method {
         case .setToken:
             let parameters = try call.parameters(SetTokenParameters.self)
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let (generation, jwt) = try await mapped { () async throws(AuthServiceError) in
                 try await service.setToken(parameters.token.value, for: group)
             }
@@ -136,17 +158,17 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 
         case .getToken:
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             try replies.send(await service.getTokenReply(for: group, encode: Self.getTokenReply))
 
         case .preflight:
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             try replies.send(VarlinkReplyEncoder.reply(await service.preflight(group)))
 
         case .reportAuthFailure:
             let parameters = try call.parameters(ReportAuthFailureParameters.self)
             guard (100...599).contains(parameters.status) else { throw VarlinkError.invalidParameter("status") }
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let decision = await service.reportAuthFailure(
                 group,
                 status: parameters.status,
@@ -160,7 +182,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             guard (0...WaitForTokenParameters.maximumTimeoutMs).contains(parameters.timeoutMs) else {
                 throw VarlinkError.invalidParameter("timeoutMs")
             }
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let (token, generation) = await service.waitForToken(
                 group,
                 after: parameters.after,
@@ -178,7 +200,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
                         && $0.value.utf8.count <= Limits.maximumCustomerIdLength
                 })
             else { throw VarlinkError.invalidParameter("customerIds") }
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let generation = try await mapped { () async throws(AuthServiceError) in
                 try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
             }
@@ -188,7 +210,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
         case .anonymize, .stopIntegration:
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             let cause: AuthService.ClearCause = method == .anonymize ? .anonymize : .stopIntegration
             let result = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: cause)
@@ -198,7 +220,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
         case .clearLocalCustomerData:
             // R9: the wipe; nothing is flushed.
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             _ = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: .clearLocalCustomerData)
             }
@@ -207,7 +229,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
         case .subscribe:
             guard call.more else { throw VarlinkError.expectedMore }
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             // The service hands each event straight to the connection; this call only waits for the end: the
             // connection is gone, or the service dropped a subscriber that fell too far behind.
             let sink = ConnectionEventSink(replies: replies)
@@ -221,15 +243,15 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
         case .acknowledgeFlush:
             let parameters = try call.parameters(AcknowledgeFlushParameters.self)
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             await service.acknowledgeFlush(group, flushId: parameters.flushId)
             try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .claimRefresh:
             let parameters = try call.parameters(ClaimRefreshParameters.self)
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             // Noted before the claim, so that a close racing the grant still ends it.
-            claimants.insert(connection)
+            _ = onLoop { $0.claimants.insert(connection) }
             let lease = access.refreshLease(for: group) ?? service.refreshLease
             let granted = await service.claimRefresh(
                 group, generation: parameters.generation, holder: connection.rawValue,
@@ -239,7 +261,7 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
 
         case .releaseRefresh:
             let parameters = try call.parameters(ReleaseRefreshParameters.self)
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let released = await service.releaseRefresh(
                 group, generation: parameters.generation, holder: connection.rawValue)
             try replies.send(VarlinkReplyEncoder.reply(ReleaseRefreshResult(released: released)))
@@ -290,6 +312,11 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         try VarlinkReplyEncoder.reply(CountGroupsResult(groups: counts.groups, withToken: counts.withToken))
     }
 
+    /// ``permitted(_:_:)`` from a call that runs later, on the loop.
+    private nonisolated func checked(_ name: String, _ caller: Caller) throws -> AppGroup {
+        try onLoop { try $0.permitted(name, caller) }
+    }
+
     /// The validated group, if `caller` may use it.
     private func permitted(_ name: String, _ caller: Caller) throws(VarlinkError) -> AppGroup {
         let group = try AppGroup(wire: name)
@@ -305,23 +332,26 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// The operator's "Token set": which group, at which generation, by whom (never the token).
-    private func logTokenSet(
+    private nonisolated func logTokenSet(
         _ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller, _ connection: VarlinkConnectionID
     ) {
-        var metadata = operatorMetadata(
-            .tokenSet, group, generation: generation, caller: caller, connection: connection)
+        var metadata = onLoop {
+            $0.operatorMetadata(
+                .tokenSet, group, generation: generation, caller: caller, connection: connection)
+        }
         metadata["state"] = "\(TokenState(jwt, at: Date()))"
         logger.info("Token set", metadata: metadata)
     }
 
     /// The operator's "Cleared app group": which group, why, by whom.
-    private func logCleared(
+    private nonisolated func logCleared(
         _ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller, _ connection: VarlinkConnectionID
     ) {
         logger.notice(
             "Cleared app group",
-            metadata: operatorMetadata(
-                .cleared, group, reason: cause.rawValue, caller: caller, connection: connection))
+            metadata: onLoop {
+                $0.operatorMetadata(.cleared, group, reason: cause.rawValue, caller: caller, connection: connection)
+            })
     }
 
     /// An operator event's metadata about a call: the event's fields and the caller's, with the caller's unit when
@@ -333,13 +363,21 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
         var metadata = event.metadata(
             group: group.name, generation: generation, reason: reason, callerUID: caller.uid, callerPID: caller.pid
         ) { Logger.MetadataValue.string($0) }
-        let unit = connection.map { callerUnits.unit(of: caller.pid, on: $0) } ?? ProcessUnit.of(caller.pid)
+        let unit = connection.map { callerUnit(of: caller.pid, on: $0) } ?? ProcessUnit.of(caller.pid)
         if let unit { metadata["caller_unit"] = "\(unit)" }
         return metadata
     }
 
+    /// The unit of `connection`'s caller `pid`, looked up once for the connection.
+    private func callerUnit(of pid: Int32, on connection: VarlinkConnectionID) -> String? {
+        if let known = callerUnits[connection] { return known }
+        let unit = ProcessUnit.of(pid)
+        callerUnits[connection] = unit
+        return unit
+    }
+
     /// Runs a service operation, turning its errors into the interface's.
-    private func mapped<T>(_ body: () async throws(AuthServiceError) -> T) async throws(VarlinkError) -> T {
+    private nonisolated func mapped<T>(_ body: () async throws(AuthServiceError) -> T) async throws(VarlinkError) -> T {
         do {
             return try await body()
         } catch {
@@ -351,32 +389,4 @@ public struct AuthCallDispatcher: VarlinkCallHandler {
             }
         }
     }
-}
-
-/// The connections that were granted a refresh claim at some point: most connections never claim, and their
-/// closing need not reach the service's actor.
-private final class Claimants: Sendable {
-    private let connections = Mutex<Set<VarlinkConnectionID>>([])
-
-    func insert(_ connection: VarlinkConnectionID) { _ = connections.withLock { $0.insert(connection) } }
-
-    /// Forgets `connection`; whether it had claimed.
-    func remove(_ connection: VarlinkConnectionID) -> Bool {
-        connections.withLock { $0.remove(connection) != nil }
-    }
-}
-
-/// The unit of each connection's caller, looked up at the first operator event of the connection and forgotten
-/// when it closes (a connection ends by `connectionClosed` whenever a call of it ran, and only such calls log).
-private final class CallerUnits: Sendable {
-    private let units = Mutex<[VarlinkConnectionID: String?]>([:])
-
-    func unit(of pid: Int32, on connection: VarlinkConnectionID) -> String? {
-        if let known = units.withLock({ $0[connection] }) { return known }
-        let unit = ProcessUnit.of(pid)
-        units.withLock { $0[connection] = unit }
-        return unit
-    }
-
-    func forget(_ connection: VarlinkConnectionID) { _ = units.withLock { $0.removeValue(forKey: connection) } }
 }

@@ -49,12 +49,13 @@ final class CutFS {
     func restore() throws { try control("restore") }
 
     /// Unmounts it and ends its process, even while another process still holds a file of it: the unmount is
-    /// lazy, and the process is told to end. (A plain unmount fails with EBUSY while any process of the test run
-    /// holds a descriptor on the mount, and then the process never ends.)
+    /// lazy, and the process is killed. (A plain unmount fails with EBUSY while any process of the test run
+    /// holds a descriptor on the mount, and then the process never ends. SIGKILL, as cutfs inherits the test
+    /// thread's signal mask, which blocks SIGTERM.)
     func unmount() {
         let fusermount = try? SpawnedProcess("/usr/bin/fusermount3", ["-u", "-z", "-q", mountpoint])
         _ = fusermount?.wait()
-        kill(process.pid, SIGTERM)
+        kill(process.pid, SIGKILL)
         _ = process.wait()
     }
 

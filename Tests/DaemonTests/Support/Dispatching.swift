@@ -5,8 +5,8 @@ import AuthTestKit
 import AuthTransport
 
 extension VarlinkCallHandler {
-    /// Dispatches `call` on `loop`, as the transport does when the call's turn comes, then runs here what it left
-    /// for later; its replies go to `send`, each a framed message.
+    /// Dispatches `call` on `loop`, as the transport does when the call's turn comes, then runs what it left for
+    /// later in a task on the loop, as the connection's task does; its replies go to `send`, each a framed message.
     func handle(
         _ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID = .next(), on loop: TestLoop,
         send: @escaping VarlinkSend
@@ -16,7 +16,11 @@ extension VarlinkCallHandler {
         case .answered(let reply):
             if let reply { try? send(reply) }
         case .later(let work):
-            await work(VarlinkReplies(send: send))
+            // On the loop, as the connection's task runs it there; a child task, so that cancelling the caller
+            // (what the transport does when the connection closes) reaches it.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask(executorPreference: loop.executor) { await work(VarlinkReplies(send: send)) }
+            }
         }
     }
 
