@@ -88,7 +88,7 @@ struct PlantedSocketTests {
         try FileManager.default.removeItem(atPath: fallback)
         let daemon = try BackgroundProcess("/usr/bin/setpriv", daemonCommand, environment: environment)
         defer { daemon.stop(signal: SIGTERM) }
-        #expect(BackgroundProcess.waitUntil { (try? UnixClient(path: fallback + "/io.socket"))?.close() != nil })
+        #expect(daemon.waitForOutput { $0.contains("info: Ready: ") }, "\(daemon.output)")
         let set = try Self.authctl(["set", "shop"], as: Self.alice, input: Self.token + "\n", environment: environment)
         #expect(set.status == 0, "\(set.standardError) \(daemon.output)")
         let get = try Self.authctl(["get", "shop"], as: Self.alice, environment: environment)

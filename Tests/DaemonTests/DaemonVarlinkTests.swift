@@ -240,7 +240,7 @@ struct DaemonVarlinkTests {
             ]
         )
         defer { activator.stop() }
-        #expect(BackgroundProcess.waitUntil { FileManager.default.fileExists(atPath: report) })
+        #expect(activator.waitForOutput { $0.contains("Listening on \(report) ") })
         let client = try UnixClient(path: report)  // the first connection starts the daemon
         defer { client.close() }
         try client.send(#"{"method":"io.systemd.Metrics.List","more":true}"#)
@@ -271,7 +271,7 @@ struct DaemonVarlinkTests {
             ]
         )
         defer { activator.stop() }
-        #expect(BackgroundProcess.waitUntil { FileManager.default.fileExists(atPath: fixture.socketPath) })
+        #expect(activator.waitForOutput { $0.contains("Listening on \(fixture.socketPath) ") })
         let client = try UnixClient(path: fixture.socketPath)  // the first connection starts the daemon
         defer { client.close() }
         #expect(

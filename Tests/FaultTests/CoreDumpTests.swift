@@ -42,7 +42,8 @@ struct CoreDumpTests {
             ],
             environment: environment)
         defer { daemon.stop(signal: SIGTERM) }
-        #expect(BackgroundProcess.waitUntil { (try? UnixClient(path: socket))?.close() != nil }, "\(daemon.output)")
+        // Its "Ready" line comes with READY=1: the socket listens and the store is loaded.
+        #expect(daemon.waitForOutput { $0.contains("info: Ready: ") }, "\(daemon.output)")
 
         // A token in the daemon's memory, set by authctl as the same user.
         let token = TestJWT().token(expiringIn: 3600)

@@ -46,7 +46,8 @@ struct ProcessCredentialsTests {
             environment: ["PATH": "/usr/bin:/bin", "CREDENTIALS_DIRECTORY": credentials]
         )
         defer { daemon.stop(signal: SIGTERM) }
-        #expect(BackgroundProcess.waitUntil { (try? UnixClient(path: socket))?.close() != nil }, "\(daemon.output)")
+        // Its "Ready" line comes with READY=1: the socket listens and the store is loaded.
+        #expect(daemon.waitForOutput { $0.contains("info: Ready: ") }, "\(daemon.output)")
         // The name was resolved when the configuration was read, in the daemon's namespace.
         #expect(!daemon.output.contains("no group 'shopapps'"), "\(daemon.output)")
 

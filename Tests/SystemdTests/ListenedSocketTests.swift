@@ -16,7 +16,7 @@ struct ListenedSocketTests {
         )
         defer { activator.stop() }
         // systemd-socket-activate starts the service on the first connection, as systemd does.
-        #expect(BackgroundProcess.waitUntil { FileManager.default.fileExists(atPath: path) })
+        #expect(activator.waitForOutput { $0.contains("Listening on \(path) ") })
         let client = try UnixClient(path: path)
         defer { client.close() }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """An app of a group, as a separate process: subscribes to the group's events on exponea-authd's socket and,
-on flushRequested, acknowledges it (unless told to stay silent). Prints each event kind as it arrives and
+on flushRequested, acknowledges it (unless told to stay silent). Prints "subscribed" once the group's state
+arrives (the daemon sends it once it has registered the subscription), then each event kind as it arrives, and
 exits after `cleared`.
 
 Usage: flush-subscriber.py SOCKET GROUP ack|silent
@@ -37,9 +38,10 @@ def replies(s):
 
 events = connect()
 call(events, {"method": "com.exponea.Auth.Subscribe", "more": True, "parameters": {"group": group}})
-print("subscribed", flush=True)
 for reply in replies(events):
     event = reply["parameters"]["event"]
+    if event["kind"] == "state":
+        print("subscribed", flush=True)
     print(event["kind"], flush=True)
     if event["kind"] == "flushRequested" and mode == "ack":
         control = connect()
