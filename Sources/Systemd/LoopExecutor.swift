@@ -111,6 +111,8 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// asks the runtime for the current executor and compares executor identities (a dynamic cast and several
     /// runtime calls). On the loop's thread outside a job, that lookup ends in the same thread test, and
     /// GetToken, the hottest call, would pay it on every call (`authd-bench --only counting` shows the cost).
+    /// Inlinable, so that a caller's use is specialized: GetToken enters twice.
+    @inlinable
     public func enter<A: Actor, T>(_ actor: A, _ body: (isolated A) throws -> T) rethrows -> T {
         checkIsolated()
         // As the standard library's assumeIsolated: a function of an isolated parameter has the same
