@@ -104,26 +104,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
 
     public func isIsolatingCurrentContext() -> Bool? { isCurrent }
 
-    /// Runs `body` in `actor`'s isolation, synchronously, from a callback of the loop; traps on another thread.
-    /// `actor`'s executor must be this one.
-    ///
-    /// It does what `assumeIsolated` does, with the loop's own thread test as the check. `assumeIsolated` first
-    /// asks the runtime for the current executor and compares executor identities (a dynamic cast and several
-    /// runtime calls). On the loop's thread outside a job, that lookup ends in the same thread test, and
-    /// GetToken, the hottest call, would pay it on every call (`authd-bench --only counting` shows the cost).
-    /// Inlinable, so that a caller's use is specialized: GetToken enters twice.
-    @inlinable
-    public func enter<A: Actor, T>(_ actor: A, _ body: (isolated A) throws -> T) rethrows -> T {
-        checkIsolated()
-        // As the standard library's assumeIsolated: a function of an isolated parameter has the same
-        // representation as one of a plain parameter.
-        typealias Isolated = (isolated A) throws -> T
-        typealias Plain = (A) throws -> T
-        return try withoutActuallyEscaping(body) { (body: @escaping Isolated) throws -> T in
-            try unsafeBitCast(body, to: Plain.self)(actor)
-        }
-    }
-
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }

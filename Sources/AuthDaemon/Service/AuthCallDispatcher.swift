@@ -63,14 +63,25 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     public nonisolated func dispatch(
         _ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID
     ) -> VarlinkDispatch {
-        onLoop { $0.dispatchInTurn(call, caller, connection) }
+        // Not through onLoop(_:): its closure captures, and withoutActuallyEscaping allocates a context for it on
+        // each call. This one captures nothing, so it is a plain function, cast as onLoop casts.
+        service.executor.checkIsolated()
+        typealias Isolated = (isolated AuthCallDispatcher, VarlinkCall, Caller, VarlinkConnectionID) -> VarlinkDispatch
+        typealias Plain = (AuthCallDispatcher, VarlinkCall, Caller, VarlinkConnectionID) -> VarlinkDispatch
+        let inTurn: Isolated = { $0.dispatchInTurn($1, $2, $3) }
+        return unsafeBitCast(inTurn, to: Plain.self)(self, call, caller, connection)
     }
 
-    /// Runs `body` in the actor's isolation, synchronously, on the loop's thread; traps on another
-    /// (``LoopExecutor/enter(_:_:)``). The calls that run later run their nonisolated code on the loop (the
+    /// Runs `body` in the actor's isolation, synchronously, on the loop's thread; traps on another, as
+    /// ``AuthService/onLoop(_:)`` does. The calls that run later run their nonisolated code on the loop (the
     /// connection's task prefers its executor), and enter here for the dispatcher's state without a hop.
     nonisolated func onLoop<T>(_ body: (isolated AuthCallDispatcher) throws -> T) rethrows -> T {
-        try service.executor.enter(self, body)
+        service.executor.checkIsolated()
+        typealias Isolated = (isolated AuthCallDispatcher) throws -> T
+        typealias Plain = (AuthCallDispatcher) throws -> T
+        return try withoutActuallyEscaping(body) { (body: @escaping Isolated) throws -> T in
+            try unsafeBitCast(body, to: Plain.self)(self)
+        }
     }
 
     private func dispatchInTurn(
@@ -298,7 +309,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     /// GetToken's reply, read on the loop.
     private func getToken(_ call: VarlinkCall, _ caller: Caller) throws -> [UInt8] {
         let group = try permitted(call.stringParameter("group"), caller)
-        return try service.onLoop { try $0.getTokenReply(for: group, encode: Self.getTokenReply) }
+        return try service.getTokenReplyOnLoop(for: group, encode: Self.getTokenReply)
     }
 
     private static func getTokenReply(_ token: StreamJWT?, _ generation: UInt64) throws -> [UInt8] {

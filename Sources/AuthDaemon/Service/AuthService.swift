@@ -122,10 +122,37 @@ public actor AuthService {
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    /// Runs `body` in the actor's isolation, synchronously, from a callback of its loop; traps on another thread
-    /// (``LoopExecutor/enter(_:_:)``).
+    /// Runs `body` in the actor's isolation, synchronously, from a callback of its loop; traps on another thread.
+    ///
+    /// It does what `assumeIsolated` does, with the loop's own thread test as the check. `assumeIsolated` first
+    /// asks the runtime for the current executor and compares executor identities (a dynamic cast and several
+    /// runtime calls). On the loop's thread outside a job, that lookup ends in the same thread test, and
+    /// GetToken, the hottest call, would pay it on every call (`authd-bench --only counting` shows the cost).
+    /// Not one generic function for every actor: a closure of a generic isolated parameter is reabstracted
+    /// through a thunk whose context is allocated on each call.
     public nonisolated func onLoop<T>(_ body: (isolated AuthService) throws -> T) rethrows -> T {
-        try executor.enter(self, body)
+        executor.checkIsolated()
+        // As the standard library's assumeIsolated: a function of an isolated parameter has the same
+        // representation as one of a plain parameter.
+        typealias Isolated = (isolated AuthService) throws -> T
+        typealias Plain = (AuthService) throws -> T
+        return try withoutActuallyEscaping(body) { (body: @escaping Isolated) throws -> T in
+            try unsafeBitCast(body, to: Plain.self)(self)
+        }
+    }
+
+    /// ``getTokenReply(for:encode:)`` from a callback of the loop, as ``onLoop(_:)`` would run it, without the
+    /// closure context onLoop's closure needs on each call (GetToken is the hottest call): a function that
+    /// captures nothing, cast as onLoop casts.
+    nonisolated func getTokenReplyOnLoop(
+        for group: AppGroup, encode: @escaping (StreamJWT?, UInt64) throws -> [UInt8]
+    ) throws -> [UInt8] {
+        executor.checkIsolated()
+        typealias Encode = (StreamJWT?, UInt64) throws -> [UInt8]
+        typealias Isolated = (isolated AuthService, AppGroup, Encode) throws -> [UInt8]
+        typealias Plain = (AuthService, AppGroup, Encode) throws -> [UInt8]
+        let read: Isolated = { try $0.getTokenReply(for: $1, encode: $2) }
+        return try unsafeBitCast(read, to: Plain.self)(self, group, encode)
     }
 
     // MARK: Expiry
