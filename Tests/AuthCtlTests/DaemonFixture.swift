@@ -50,6 +50,17 @@ final class DaemonFixture {
         return result
     }
 
+    /// Waits until the daemon has set `group`'s token at `generation`: its operator line "Token set", as it comes.
+    func waitForTokenSet(_ group: String, generation: Int, timeout: Duration = .seconds(10)) -> Bool {
+        daemon.waitForOutput(timeout: timeout) { output in
+            output.split(separator: "\n").contains { line in
+                guard line.hasPrefix("info: Token set ") else { return false }
+                let fields = Set(line.split(separator: " "))
+                return fields.contains("generation=\(generation)") && fields.contains("group=\(group)")
+            }
+        }
+    }
+
     /// Waits until the daemon has registered `count` subscribers of `group`: its debug line, as it comes.
     func waitForSubscribers(_ group: String, count: Int, timeout: Duration = .seconds(10)) -> Bool {
         daemon.waitForSubscribers(group, count: count, timeout: timeout)

@@ -33,10 +33,6 @@ struct RefreshAgentTests {
             .split(separator: "\n").map(String.init)
     }
 
-    func generation(_ daemon: DaemonFixture) throws -> Int {
-        try parseJSON(daemon.authctl(["get", "shop", "--json"]).standardOutput)["generation"] as? Int ?? -1
-    }
-
     @Test func severalAgentsRunTheCommandOncePerExpiry() throws {
         let daemon = try DaemonFixture()
         try daemon.set("shop", signer.token(expiringIn: 3600))
@@ -49,7 +45,7 @@ struct RefreshAgentTests {
 
         // A token in its last minute: every agent hears expiredSoon for generation 2 at once.
         try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 3 })
+        #expect(daemon.waitForTokenSet("shop", generation: 3))
         // Barrier: every agent has decided (it refreshed, or heard that another one does).
         let decided = BackgroundProcess.waitUntil(timeout: .seconds(10)) {
             agents.allSatisfy {
@@ -76,7 +72,7 @@ struct RefreshAgentTests {
         let agent = try daemon.authctlInBackground(["refresh-agent", "shop", "--config-directory", config])
         defer { agent.stop() }
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 1 }, "\(agent.output)")
+            daemon.waitForTokenSet("shop", generation: 1), "\(agent.output)")
         #expect(runs(daemon.root) == ["shop notProvided"])
     }
 
@@ -93,7 +89,7 @@ struct RefreshAgentTests {
         let agent = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
         defer { agent.stop() }
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 1 }, "\(agent.output)")
+            daemon.waitForTokenSet("shop", generation: 1), "\(agent.output)")
         #expect(runs(daemon.root) == ["shop notProvided"])
         #expect(try daemon.authctl(["get", "shop"]).status == 0)
     }
@@ -176,7 +172,7 @@ struct RefreshAgentTests {
         hanging.stop(signal: SIGKILL)
         // The claim died with its holder; the second agent refreshes long before any lease could run out.
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(10)) { (try? generation(daemon)) == 3 }, "\(second.output)")
+            daemon.waitForTokenSet("shop", generation: 3), "\(second.output)")
         #expect(runs(daemon.root) == ["shop expiredSoon"])
     }
 
