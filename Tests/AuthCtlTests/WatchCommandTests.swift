@@ -20,8 +20,8 @@ struct WatchCommandTests {
         let daemon = try DaemonFixture()
         let watcher = try watch(daemon)
         #expect(
-            BackgroundProcess.waitUntil {
-                watcher.output.hasPrefix("state tokenState=notProvided refreshClaimed=false generation=0\n")
+            watcher.waitForOutput {
+                $0.hasPrefix("state tokenState=notProvided refreshClaimed=false generation=0\n")
             })
 
         try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
@@ -29,8 +29,8 @@ struct WatchCommandTests {
 
         _ = try daemon.authctl(["preflight", "shop"])
         #expect(
-            BackgroundProcess.waitUntil {
-                watcher.output.contains("jwtError reason=expiredSoon generation=1 customerIds=registered=jane\n")
+            watcher.waitForOutput {
+                $0.contains("jwtError reason=expiredSoon generation=1 customerIds=registered=jane\n")
             }, "\(watcher.output)")
 
         // The watcher acknowledges the flush: the clear does not wait for the daemon's 2 s bound.

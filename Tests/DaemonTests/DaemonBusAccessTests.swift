@@ -82,9 +82,8 @@ struct DaemonBusAccessTests {
         defer { carolWithout.stop() }
         #expect(carol.waitForOutput { $0.contains("WATCHING crew") }, "\(carol.output)")
         #expect(
-            BackgroundProcess.waitUntil {
-                carolWithout.output.contains("REFUSED crew org.freedesktop.DBus.Error.AccessDenied")
-            }, "\(carolWithout.output)")
+            carolWithout.waitForOutput { $0.contains("REFUSED crew org.freedesktop.DBus.Error.AccessDenied") },
+            "\(carolWithout.output)")
 
         let client = try VarlinkTestClient(path: fixture.socketPath)
         defer { client.close() }
