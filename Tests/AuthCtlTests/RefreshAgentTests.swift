@@ -47,9 +47,9 @@ struct RefreshAgentTests {
         try daemon.set("shop", signer.token(expiringIn: 30, ids: ["registered": "jane"]))
         #expect(daemon.waitForTokenSet("shop", generation: 3))
         // Barrier: every agent has decided (it refreshed, or heard that another one does).
-        let decided = BackgroundProcess.waitUntil(timeout: .seconds(10)) {
-            agents.allSatisfy {
-                $0.output.contains("stored a new token") || $0.output.contains("another app or agent refreshes")
+        let decided = agents.allSatisfy { agent in
+            agent.waitForOutput(timeout: .seconds(10)) {
+                $0.contains("stored a new token") || $0.contains("another app or agent refreshes")
             }
         }
         #expect(decided, "\(agents.map(\.output))")
@@ -125,9 +125,7 @@ struct RefreshAgentTests {
         ])
         defer { agent.stop() }
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(15)) {
-                agent.output.contains("ran past 1.0 s and was killed")
-            },
+            agent.waitForOutput(timeout: .seconds(15)) { $0.contains("ran past 1.0 s and was killed") },
             "\(agent.output)")
         let pid = try #require(
             Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .newlines) ?? ""))
@@ -139,8 +137,8 @@ struct RefreshAgentTests {
         #expect(gone)
         // The claim ended with the failure: the agent's next try is granted at once, not after the lease.
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(15)) {
-                agent.output.components(separatedBy: "refreshing app group 'shop'").count >= 3
+            agent.waitForOutput(timeout: .seconds(15)) {
+                $0.components(separatedBy: "refreshing app group 'shop'").count >= 3
             }, "\(agent.output)")
         #expect(!agent.output.contains("another app or agent refreshes"))
     }
