@@ -216,7 +216,7 @@ public final class BackgroundProcess: @unchecked Sendable {
     /// Once: checks the whole output (read up to its end, which comes a moment after the exit) for tokens.
     private func auditOutput() {
         guard auditsTokens, lock.withLock({ !audited }) else { return }
-        _ = Self.waitUntil(timeout: .seconds(2)) { lock.withLock { ended } }
+        _ = waitForOutput(timeout: .seconds(2)) { _ in false }  // returns at the output's end
         let (text, first) = lock.withLock {
             defer { audited = true }
             return (String(decoding: collected, as: UTF8.self), !audited)
