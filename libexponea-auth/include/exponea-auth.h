@@ -194,7 +194,8 @@ typedef int (*exponea_auth_refresh_handler_t)(exponea_auth *auth, const exponea_
                                               size_t size, void *userdata);
 int exponea_auth_set_refresh_handler(exponea_auth *auth, exponea_auth_refresh_handler_t handler, void *userdata);
 
-/* Whether only the app that claims the refresh runs its handler (1, the default), or every app (0). Returns 0. */
+/* Whether only the app that claims the refresh runs its handler (1, the default; any non-zero value), or every app
+ * (0). Returns 0, or -EINVAL when `auth` is NULL. Loop thread. */
 int exponea_auth_set_coalescing(exponea_auth *auth, int coalesce);
 
 /* Gives up this app's refresh claim (its pending fetch failed): the next request is claimed at once by any app.
@@ -235,8 +236,11 @@ int exponea_auth_get_events(exponea_auth *auth);
  * never (a subscription that holds wakes nothing). Returns 0. Loop thread. */
 int exponea_auth_get_timeout(exponea_auth *auth, uint64_t *ret_usec);
 
-/* Handles what is ready without waiting: events, handlers, subscribing again. Returns 1 when it handled
- * something, 0 when nothing was ready, or a negative error. Loop thread. */
+/* Handles what is ready without waiting: events, handlers, subscribing again. One call is enough whenever the
+ * descriptor is readable or the timeout has come; it need not be called until it returns 0. Returns 1 when it
+ * handled something, 0 when nothing was ready, or a negative error: -EINVAL or -EBUSY (not the loop thread) are
+ * the caller's mistakes; -EMFILE, -ENFILE or -ENOMEM (the first call could not make the descriptor) may pass.
+ * Losing the daemon is no error. Loop thread. */
 int exponea_auth_process(exponea_auth *auth);
 
 /* The blocking form: waits at most `usec` (UINT64_MAX: no bound) for events and handles them. Returns as

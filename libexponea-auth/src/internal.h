@@ -18,7 +18,7 @@
 #define USEC_PER_MSEC 1000ULL
 #define NEVER UINT64_MAX
 
-/* ---- time.c ---- */
+/* ---- connection.c: time ---- */
 
 /* CLOCK_MONOTONIC, in microseconds. */
 uint64_t now_usec(void);
