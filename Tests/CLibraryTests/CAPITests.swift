@@ -22,6 +22,11 @@ struct LoadedLibrary {
             Client?, UnsafeMutablePointer<UInt32>?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?, Int
         ) -> Int32
     let clearLocalCustomerData: @convention(c) (Client?) -> Int32
+    let waitForToken:
+        @convention(c) (
+            Client?, UInt64, UInt64, UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<UInt64>?
+        ) -> Int32
+    let setRetryWait: @convention(c) (Client?, UInt64) -> Int32
 
     /// `EXPONEA_AUTH_TOKEN_MAX + 1`: a buffer that always suffices.
     static let tokenBufferSize = 16384 + 1
@@ -45,6 +50,8 @@ struct LoadedLibrary {
         setToken = try function("exponea_auth_set_token")
         anonymize = try function("exponea_auth_anonymize")
         clearLocalCustomerData = try function("exponea_auth_clear_local_customer_data")
+        waitForToken = try function("exponea_auth_wait_for_token")
+        setRetryWait = try function("exponea_auth_set_retry_wait")
     }
 
     /// A client of `group` on `socket`; fails the test when it cannot be made.
@@ -74,6 +81,18 @@ struct LoadedLibrary {
 
 @Suite("libexponea-auth: the C API, called directly", .offPool)
 struct CAPITests {
+    /// The two waits bounded at 5 s refuse a longer one alike, with -EINVAL, before anything is sent.
+    @Test func aWaitPastFiveSecondsIsRefusedByBoth() throws {
+        let library = try LoadedLibrary()
+        let client = try library.client(socket: "/nonexistent/authd-test/io.socket")
+        defer { library.close(client) }
+        var buffer = [CChar](repeating: 0, count: LoadedLibrary.tokenBufferSize)
+        var generation: UInt64 = 0
+        #expect(library.waitForToken(client, 0, 5_000_001, &buffer, buffer.count, &generation) == -EINVAL)
+        #expect(library.setRetryWait(client, 5_000_001) == -EINVAL)
+        #expect(library.setRetryWait(client, 5_000_000) == 0)
+    }
+
     @Test func strerrorSaysWhatEachCodeMeansAndFallsBackToTheSystemsMessage() throws {
         let library = try LoadedLibrary()
         #expect(library.message(0) == "Success")

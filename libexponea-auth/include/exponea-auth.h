@@ -122,9 +122,9 @@ int exponea_auth_preflight(exponea_auth *auth, char *buffer, size_t size, int *r
  * Thread-safe. */
 int exponea_auth_get_auth_header(exponea_auth *auth, char *buffer, size_t size, uint64_t *ret_generation);
 
-/* Waits, at most `usec` (at most 5 s), for a token of a generation newer than `after`: for a request that cannot
- * go without one (App Inbox, R24). Returns its length, or -ENOKEY when none came in time. Thread-safe; on the
- * loop thread, the client's own handlers run meanwhile. */
+/* Waits, at most `usec` (at most 5 s: -EINVAL past it), for a token of a generation newer than `after`: for a
+ * request that cannot go without one (App Inbox, R24). Returns its length, or -ENOKEY when none came in time.
+ * Thread-safe; on the loop thread, the client's own handlers run meanwhile. */
 int exponea_auth_wait_for_token(exponea_auth *auth, uint64_t after, uint64_t usec, char *buffer, size_t size,
                                 uint64_t *ret_generation);
 

@@ -78,9 +78,9 @@ int exponea_auth_get_auth_header(exponea_auth *a, char *buffer, size_t size, uin
 
 int exponea_auth_wait_for_token(exponea_auth *a, uint64_t after, uint64_t usec, char *buffer, size_t size,
                                 uint64_t *ret_generation) {
-        if (!a || !buffer) return -EINVAL;
+        /* Refused past 5 s, as exponea_auth_set_retry_wait() refuses it: not shortened without a word. */
+        if (!a || !buffer || usec > 5 * USEC_PER_SEC) return -EINVAL;
         uint64_t ms = usec / USEC_PER_MSEC;
-        if (ms > 5000) ms = 5000;
         jbuf message = {0};
         message_begin(&message, a, "WaitForToken");
         jbuf_raw(&message, ",\"after\":");
