@@ -61,6 +61,8 @@ struct FiveAppsTests {
         let hanging = try ExampleApp.poll(["1", "100", "--hang"], daemon: daemon, backend: backend)
         defer { hanging.kill() }
         #expect(hanging.waitForLine { $0.hasPrefix("claimed generation ") }, "\(hanging.output)")
+        // The handler learns how long its claim lasts: the daemon's --refresh-lease.
+        #expect(hanging.lines.contains { $0.contains(" for a lease of 60000 ms; hanging") }, "\(hanging.output)")
         let claimed = hanging.lines.compactMap { $0.firstMatch(of: #/^claimed generation ([0-9]+) /#)?.output.1 }
         let generation = try #require(claimed.first.map(String.init))
         #expect(try backend.stats().fetches == 0)

@@ -71,8 +71,9 @@ static int fetch_token(exponea_auth *auth, const exponea_auth_refresh *refresh, 
         uint64_t generation = exponea_auth_refresh_get_generation(refresh);
         refreshes++;
         if (hang) {
-                printf("claimed generation %llu (%s); hanging\n", (unsigned long long)generation,
-                       exponea_auth_refresh_get_reason(refresh));
+                printf("claimed generation %llu (%s) for a lease of %llu ms; hanging\n",
+                       (unsigned long long)generation, exponea_auth_refresh_get_reason(refresh),
+                       (unsigned long long)(exponea_auth_refresh_get_lease(refresh) / 1000));
                 fflush(stdout);
                 return EXPONEA_AUTH_REFRESH_PENDING; /* never ended: the claim lasts until this process dies */
         }

@@ -211,6 +211,11 @@ int exponea_auth_renew_refresh(exponea_auth *auth);
 const char *exponea_auth_refresh_get_reason(const exponea_auth_refresh *refresh);
 /* The generation being refreshed. */
 uint64_t exponea_auth_refresh_get_generation(const exponea_auth_refresh *refresh);
+/* How long this app's claim lasts, in microseconds (exponea-authd's --refresh-lease, or the group's
+ * RefreshLeaseSec=): a fetch that goes on (EXPONEA_AUTH_REFRESH_PENDING) calls exponea_auth_renew_refresh()
+ * before it ends, or loses the claim to another app. 0 when the handler runs without a claim (coalescing off,
+ * or the daemon could not be asked). Since libexponea-auth 1.1. */
+uint64_t exponea_auth_refresh_get_lease(const exponea_auth_refresh *refresh);
 /* The customer to fetch a token for: the number of ids; `keys` and `values`, when not NULL, get arrays of them. */
 size_t exponea_auth_refresh_get_customer_ids(const exponea_auth_refresh *refresh, const char *const **keys,
                                              const char *const **values);

@@ -64,7 +64,9 @@ static int call_on(exponea_auth *a, connection *c, jbuf *message, reply *r) {
         return 0;
 }
 
-static int claim_call(exponea_auth *a, connection *c, uint64_t generation, bool renew) {
+/* Asks for (or renews) the claim: 1 when granted, with the lease it lasts in `*ret_lease_usec` when not NULL;
+ * 0 when refused; a negative error when the call failed. */
+static int claim_call(exponea_auth *a, connection *c, uint64_t generation, bool renew, uint64_t *ret_lease_usec) {
         jbuf message = {0};
         message_begin(&message, a, "ClaimRefresh");
         jbuf_raw(&message, ",\"generation\":");
@@ -73,6 +75,10 @@ static int claim_call(exponea_auth *a, connection *c, uint64_t generation, bool 
         reply r;
         int result = call_on(a, c, &message, &r);
         if (result == 0) result = json_is(&r.doc, json_get(&r.doc, r.parameters, "granted"), JSON_TRUE);
+        uint64_t lease_ms = 0;
+        int lease = result == 1 ? json_get(&r.doc, r.parameters, "leaseMs") : -1;
+        if (ret_lease_usec && lease >= 0 && json_u64(&r.doc, lease, &lease_ms) == 0)
+                *ret_lease_usec = lease_ms * USEC_PER_MSEC;
         connection_wipe_taken(c);
         return result;
 }
@@ -112,16 +118,18 @@ static void run_refresh(exponea_auth *a, exponea_auth_refresh *refresh) {
         uint64_t generation = refresh->generation;
         if (!a->refresh_handler || a->refreshing == generation) return;
         connection *claim = NULL;
+        refresh->lease_usec = 0;
         /* Without a connection for the claim (the daemon is away), the handler runs unclaimed, for the same
          * reason. */
         if (a->coalesce && client_connect(a, &claim) == 0) {
-                int granted = claim_call(a, claim, generation, false);
+                int granted = claim_call(a, claim, generation, false, &refresh->lease_usec);
                 if (granted == 0) {
                         connection_close(claim);
                         return;
                 }
                 /* The claim could not be asked for (the call failed): better a second refresh than none. */
                 if (granted < 0) {
+                        refresh->lease_usec = 0;
                         connection_close(claim);
                         claim = NULL;
                 }
@@ -453,7 +461,7 @@ int exponea_auth_release_refresh(exponea_auth *a) { return a ? release_claim(a) 
 int exponea_auth_renew_refresh(exponea_auth *a) {
         if (!a) return -EINVAL;
         if (!a->claim) return 0;
-        int granted = claim_call(a, a->claim, a->claim_generation, true);
+        int granted = claim_call(a, a->claim, a->claim_generation, true, NULL);
         if (granted == 0) end_claim(a);
         return granted;
 }
@@ -461,6 +469,8 @@ int exponea_auth_renew_refresh(exponea_auth *a) {
 const char *exponea_auth_refresh_get_reason(const exponea_auth_refresh *r) { return r ? r->reason : NULL; }
 
 uint64_t exponea_auth_refresh_get_generation(const exponea_auth_refresh *r) { return r ? r->generation : 0; }
+
+uint64_t exponea_auth_refresh_get_lease(const exponea_auth_refresh *r) { return r ? r->lease_usec : 0; }
 
 size_t exponea_auth_refresh_get_customer_ids(const exponea_auth_refresh *r, const char *const **keys,
                                              const char *const **values) {

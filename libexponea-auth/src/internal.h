@@ -64,6 +64,7 @@ void connection_wipe_taken(connection *c);
 /* A request to refresh: the jwtError event. */
 struct exponea_auth_refresh {
         uint64_t generation;
+        uint64_t lease_usec; /* the claim's lease, granted before the handler runs; 0 when it runs unclaimed */
         char *reason;
         size_t id_count;
         char **keys;
