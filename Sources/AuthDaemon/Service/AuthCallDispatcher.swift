@@ -17,8 +17,8 @@ import Systemd
 ///
 /// An actor on the service's loop: what it keeps of the connections (their refresh claims, their callers'
 /// units), its throttle of refusals' log lines and its counts of calls are its own state, which the loop's
-/// callbacks reach in their own turn (``dispatch(_:from:connection:)``) and the calls that run later in its
-/// isolation, so none of it needs a lock.
+/// callbacks reach in their own turn (``dispatch(_:from:connection:)``), and the calls that run later reach from
+/// the connection's task on the loop (``onLoop(_:)``), so none of it needs a lock.
 public actor AuthCallDispatcher: VarlinkCallHandler {
     /// Bounds on what a caller may pass.
     public enum Limits {

@@ -128,8 +128,8 @@ public actor AuthService {
     /// asks the runtime for the current executor and compares executor identities (a dynamic cast and several
     /// runtime calls). On the loop's thread outside a job, that lookup ends in the same thread test, and
     /// GetToken, the hottest call, would pay it on every call (`authd-bench --only counting` shows the cost).
-    /// Not one generic function for every actor: a closure of a generic isolated parameter is reabstracted
-    /// through a thunk whose context is allocated on each call.
+    /// `withoutActuallyEscaping` allocates a context for a closure that captures, on each call: the hottest path
+    /// enters through ``getTokenReplyOnLoop(for:encode:)`` instead.
     public nonisolated func onLoop<T>(_ body: (isolated AuthService) throws -> T) rethrows -> T {
         executor.checkIsolated()
         // As the standard library's assumeIsolated: a function of an isolated parameter has the same
