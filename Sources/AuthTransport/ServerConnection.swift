@@ -29,24 +29,17 @@ struct ConnectionLimits: Sendable {
     var closingOutput: Int { maximumPendingOutput * 4 }
 }
 
-/// One accepted connection, on the loop's thread: its socket is watched through the server's
-/// ``ConnectionPoller`` (a source of the loop of its own, or one in the poller's set), its timeouts are one timer
-/// of the loop.
+/// One accepted connection, on the loop's thread: the I/O around its ``VarlinkConnectionStateMachine``. Its socket is
+/// watched through the server's ``ConnectionPoller`` (a source of the loop of its own, or one in the poller's set),
+/// its timeouts are one timer of the loop.
 ///
-/// Inbound, it splits the byte stream into messages (bounded) and takes them in order. Each call is dispatched
+/// Inbound, it reads what the socket has into the state machine and dispatches each call the state machine gives,
 /// once, when its turn comes (``VarlinkCallHandler/dispatch(_:from:connection:)``): answered in that turn, or run
 /// by a task on the loop's executor that runs it and then the calls that arrived meanwhile, one after another,
 /// and ends when none is left. So replies keep their order with one route per call.
 ///
 /// Outbound, a reply is written at once; only what the kernel does not take waits, and the loop watches for
-/// writability only while it does.
-///
-/// Bounded: the connection stops reading while it has ``ConnectionLimits/maximumCallsInFlight`` calls or
-/// ``ConnectionLimits/maximumBytesInFlight`` bytes of calls in flight, one-way calls included, or while its unsent
-/// output is past ``ConnectionLimits/maximumPendingOutput``; it reads on once half of that is done. It closes
-/// when a message is too large or takes longer than ``ConnectionLimits/messageTimeout`` to arrive whole, when its
-/// unsent output passes four times the bound (a subscriber that does not read its events), and when it has had
-/// no call in flight and received no whole message for ``ConnectionLimits/idleTimeout``.
+/// writability only while it does. The bounds and timeouts are the state machine's.
 ///
 /// Its state is confined to the loop's thread (a task reaches it only through `LoopBound`, which traps off that
 /// thread), so its properties are `@exclusivity(unchecked)`: the compiler still checks every access it can see,
@@ -55,7 +48,6 @@ final class ServerConnection {
     let descriptor: Int32
     let peer: Caller
     let identity = VarlinkConnectionID.next()
-    private let limits: ConnectionLimits
     private let handler: any VarlinkCallHandler
     private unowned let server: VarlinkServer
     /// The server's read buffer, kept here: reading it through the unowned server cost a retain per read.
@@ -64,37 +56,23 @@ final class ServerConnection {
     private let logger: Logger
     private let throttle: LogThrottle
 
+    @exclusivity(unchecked) private var state: VarlinkConnectionStateMachine
     @exclusivity(unchecked) private var poller: ConnectionPoller?
     @exclusivity(unchecked) private var timer: EventSource?
+    /// What the poller watches the socket for.
     @exclusivity(unchecked) private var events: UInt32 = 0
-    @exclusivity(unchecked) private var decoder: VarlinkFrameDecoder
-    /// Calls read while an earlier one runs, waiting their turn as bytes.
-    @exclusivity(unchecked) private var waiting: Deque<[UInt8]> = []
-    /// Calls read and not finished (waiting or running), and their bytes.
-    @exclusivity(unchecked) private var callsInFlight = 0
-    @exclusivity(unchecked) private var bytesInFlight = 0
     /// The task running the connection's calls, while one runs.
     @exclusivity(unchecked) private var running: Task<Void, Never>?
     /// Whether a task ever ran: only then can the handler hold something of the connection.
     @exclusivity(unchecked) private var ranTask = false
     /// The connection closed while its task ran: the task tells the handler, once its last call returned.
     @exclusivity(unchecked) private(set) var closeIsTheTasksToReport = false
-    /// Output not yet taken by the kernel, from ``written`` on.
-    @exclusivity(unchecked) private var output: [UInt8] = []
-    @exclusivity(unchecked) private var written = 0
     /// Inside ``process()``: replies wait, to go out in one write.
     @exclusivity(unchecked) private var processing = false
-    /// Stopped reading at a bound; reads on below half of it.
-    @exclusivity(unchecked) private var paused = false
-    /// The peer shut down its side: once the calls read are answered, the connection closes.
-    @exclusivity(unchecked) private var inputClosed = false
-    @exclusivity(unchecked) private var closeWhenWritten = false
-    @exclusivity(unchecked) private(set) var isClosed = false
-    @exclusivity(unchecked) private var lastMessage = ContinuousClock.now
-    /// When the first byte of a message still incomplete arrived.
-    @exclusivity(unchecked) private var partialSince: ContinuousClock.Instant?
     /// Where the connection is counted while it lives (``ConnectionCounters/connections``).
     private let counters: ConnectionCounters
+
+    var isClosed: Bool { state.isClosed }
 
     init(
         descriptor: Int32, peer: Caller, limits: ConnectionLimits, handler: any VarlinkCallHandler,
@@ -103,14 +81,13 @@ final class ServerConnection {
     ) {
         self.descriptor = descriptor
         self.peer = peer
-        self.limits = limits
         self.handler = handler
         self.server = server
         self.readBuffer = server.readBuffer
         self.executor = executor
         self.logger = logger
         self.throttle = throttle
-        self.decoder = VarlinkFrameDecoder(maximumMessageSize: limits.maximumMessageSize)
+        self.state = VarlinkConnectionStateMachine(limits: limits, now: .now)
         self.counters = counters
         counters.held()
     }
@@ -124,7 +101,9 @@ final class ServerConnection {
         events = UInt32(EPOLLIN.rawValue)
         do {
             // Coarse: one wake-up may end several idle connections.
-            timer = try loop.after(limits.idleTimeout, accuracy: .seconds(1)) { [unowned self] in checkTimeouts() }
+            timer = try loop.after(state.limits.idleTimeout, accuracy: .seconds(1)) { [unowned self] in
+                checkTimeouts()
+            }
         } catch {
             throw VarlinkServerError(message: "cannot arm a connection's timer: \(error)")
         }
@@ -150,12 +129,12 @@ final class ServerConnection {
         let buffer = readBuffer
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         if count > 0 {
-            decoder.append(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            state.received(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         } else if count == 0 {
             // With EPOLLHUP the peer closed its socket: no reply can reach it, so its calls end now. Without, it
             // shut down its side only (`printf … | socat`): it still gets its replies.
             if hungUp { return close() }
-            inputClosed = true
+            state.endOfInput()
         } else {
             guard errno != EAGAIN && errno != EINTR else { return }
             logger.debug(
@@ -165,49 +144,30 @@ final class ServerConnection {
         process()
     }
 
-    /// Takes whole messages from the decoder while the connection has room for them, then writes the replies.
+    /// Dispatches the calls whose turn it is while the connection has room for them, then writes the replies.
     private func process() {
         guard !isClosed else { return }
+        let now = ContinuousClock.now
         processing = true
         do {
-            while !isBlocked, let message = try decoder.nextMessage() {
-                lastMessage = .now
-                take(message)
-                if output.count - written > limits.maximumPendingOutput { writeOutput() }
+            while let message = try state.nextCall(now: now) {
+                if let work = dispatch(message) {
+                    state.startedRunning()
+                    startCalls(first: work, size: message.count + 1)
+                }
+                if state.unsentByteCount > state.limits.maximumPendingOutput { writeOutput() }
             }
         } catch {
             processing = false
             return closeNoticed("framing", "Closing a connection: \(error)")
         }
         processing = false
-        if isBlocked {
-            paused = !isClosed
-            // What is buffered waits for room: the peer is not late.
-            partialSince = nil
-        } else if inputClosed {
-            // Every whole message is taken; what is left can never end.
-            if running == nil { closeOnceWritten() }
-        } else if decoder.pendingByteCount > 0 {
-            if partialSince == nil {
-                partialSince = .now
-                armTimer()
-            }
-        } else {
-            partialSince = nil
-        }
+        if state.endTurn(now: now) { armTimer() }
         flush()
     }
 
     /// Work of a call that runs later, in the connection's task.
     private typealias Work = @Sendable (VarlinkReplies) async -> Void
-
-    /// Dispatches `message` now, or queues it behind the connection's task.
-    private func take(_ message: [UInt8]) {
-        callsInFlight += 1
-        bytesInFlight += message.count + 1
-        guard running == nil else { return waiting.append(message) }
-        if let work = dispatch(message) { startCalls(first: work, size: message.count + 1) }
-    }
 
     /// Dispatches `message`, whose turn it is: answers it now and returns nil, or returns its work.
     private func dispatch(_ message: [UInt8]) -> Work? {
@@ -220,7 +180,7 @@ final class ServerConnection {
         }
         switch outcome {
         case .answered(let reply):
-            finish(size: message.count + 1)
+            state.answered(size: message.count + 1)
             if let reply { append(reply) }
             return nil
         case .later(let work):
@@ -240,7 +200,7 @@ final class ServerConnection {
             var next: (work: Work, size: Int)? = (first, size)
             while let (work, size) = next {
                 await work(replies)
-                next = connection.value.callFinished(size: size)
+                next = connection.value.callReturned(size: size)
             }
             // After its last call returned: nothing the connection held can be taken again by a call still running.
             if connection.value.closeIsTheTasksToReport { await handler.connectionClosed(identity) }
@@ -249,12 +209,13 @@ final class ServerConnection {
 
     /// The task's call of `size` bytes returned: the calls waiting are dispatched in turn, those answered now
     /// answered, up to the next that runs later (returned to the task), or nil when none is left (the task ends).
-    private func callFinished(size: Int) -> (Work, Int)? {
-        finish(size: size)
-        while !isClosed, let message = waiting.popFirst() {
+    private func callReturned(size: Int) -> (Work, Int)? {
+        state.runningCallReturned(size: size)
+        while let message = state.nextWaitingCall() {
             readOnIfRoom()
             if let work = dispatch(message) { return (work, message.count + 1) }
         }
+        state.stoppedRunning()
         running = nil
         readOnIfRoom()
         // Calls buffered behind the task, or the end of the input, are taken now.
@@ -262,37 +223,20 @@ final class ServerConnection {
         return nil
     }
 
-    private func finish(size: Int) {
-        callsInFlight -= 1
-        bytesInFlight -= size
-    }
-
     // MARK: Flow
 
-    /// Whether the connection may not take another call now.
-    private var isBlocked: Bool {
-        isClosed || paused || callsInFlight >= limits.maximumCallsInFlight
-            || bytesInFlight >= limits.maximumBytesInFlight || output.count - written > limits.maximumPendingOutput
-    }
-
-    /// Reads on once the calls in flight and the unsent output are down to half their bounds.
+    /// Reads on once the calls in flight and the unsent output are down to half their bounds, taking the messages
+    /// buffered first.
     private func readOnIfRoom() {
-        guard paused, callsInFlight <= limits.maximumCallsInFlight / 2,
-            bytesInFlight <= limits.maximumBytesInFlight / 2,
-            output.count - written <= limits.maximumPendingOutput / 2
-        else { return }
-        paused = false
-        // The messages buffered first (into the queue, while a call runs): reading more before they are taken
-        // would grow the buffer without bound.
-        process()
+        if state.resumeIfRoom() { process() }
     }
 
     /// Watches for input while the connection takes calls, and for writability while output waits.
     private func updateEvents() {
         guard !isClosed else { return }
         var wanted: UInt32 = 0
-        if !inputClosed && !isBlocked { wanted |= UInt32(EPOLLIN.rawValue) }
-        if written < output.count { wanted |= UInt32(EPOLLOUT.rawValue) }
+        if state.wantsInput { wanted |= UInt32(EPOLLIN.rawValue) }
+        if state.wantsOutput { wanted |= UInt32(EPOLLOUT.rawValue) }
         guard wanted != events else { return }
         events = wanted
         poller?.modify(self, events: wanted)
@@ -302,16 +246,7 @@ final class ServerConnection {
 
     /// Queues one framed message and writes it at once (after the turn's other replies, inside ``process()``).
     func append(_ message: [UInt8]) {
-        guard !isClosed else { return }
-        if written == output.count {
-            output.removeAll(keepingCapacity: output.capacity <= 64 * 1024)
-            written = 0
-        }
-        output.append(contentsOf: message)
-        // Past the bound the connection reads nothing more, so only its calls in flight and a subscription's
-        // events add output: past four times the bound the peer does not read. One reply larger than the bound
-        // (a long ListGroups) is let through whole.
-        if output.count - written - message.count >= limits.closingOutput {
+        guard state.append(message) else {
             return closeNoticed("does-not-read", "Closing a connection that does not read its replies")
         }
         if !processing { flush() }
@@ -321,20 +256,18 @@ final class ServerConnection {
     private func flush() {
         writeOutput()
         guard !isClosed else { return }
-        if written == output.count && closeWhenWritten { return close() }
+        if state.isDone { return close() }
         readOnIfRoom()
         updateEvents()
     }
 
     private func writeOutput() {
-        while !isClosed && written < output.count {
-            let count = output.withUnsafeBytes {
-                send(
-                    descriptor, $0.baseAddress! + written, $0.count - written, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
-                )
+        while !isClosed && state.wantsOutput {
+            let count = state.withUnsentBytes {
+                send(descriptor, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             }
             if count > 0 {
-                written += count
+                state.sent(count)
             } else if errno == EAGAIN || errno == EWOULDBLOCK {
                 return
             } else if errno != EINTR {
@@ -348,26 +281,20 @@ final class ServerConnection {
     // MARK: Timeouts
 
     private func armTimer() {
-        var deadline = lastMessage + limits.idleTimeout
-        if let partialSince { deadline = min(deadline, partialSince + limits.messageTimeout) }
-        timer?.schedule(after: max(.zero, deadline - .now))
+        timer?.schedule(after: max(.zero, state.deadline - .now))
     }
 
     private func checkTimeouts() {
         guard !isClosed else { return }
-        let now = ContinuousClock.now
-        if let partialSince, now >= partialSince + limits.messageTimeout {
-            return closeNoticed("slow-message", "Closing a connection whose message does not arrive whole")
+        switch state.timeout(now: .now) {
+        case .slowMessage:
+            closeNoticed("slow-message", "Closing a connection whose message does not arrive whole")
+        case .idle:
+            logger.debug("Closing an idle connection", metadata: ["authd.pid": "\(peer.pid)"])
+            close()
+        case nil:
+            armTimer()
         }
-        if now >= lastMessage + limits.idleTimeout {
-            // A connection with a call in flight (a subscription, a wait) is busy, however quiet.
-            guard callsInFlight > 0 else {
-                logger.debug("Closing an idle connection", metadata: ["authd.pid": "\(peer.pid)"])
-                return close()
-            }
-            lastMessage = now
-        }
-        armTimer()
     }
 
     // MARK: Closing
@@ -383,23 +310,15 @@ final class ServerConnection {
         close()
     }
 
-    /// Closes once the replies are written: the peer shut down its side and no call runs.
-    private func closeOnceWritten() {
-        closeWhenWritten = true
-        if written == output.count { close() }
-    }
-
     /// Closes the socket at once; a running call is cancelled, and the handler is told once no call runs.
     func close() {
         guard !isClosed else { return }
-        isClosed = true
+        state.close()
         timer?.cancel()
         timer = nil
         poller?.remove(self)
         poller = nil
         Glibc.close(descriptor)
-        output = []
-        written = 0
         server.closed(self)
         if let running {
             closeIsTheTasksToReport = true

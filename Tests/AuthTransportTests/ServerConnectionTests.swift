@@ -9,8 +9,11 @@ import Testing
 
 @testable import AuthTransport
 
-/// One connection on one end of a socket pair, driven by the server's loop: its framing, its bound on calls in
-/// flight (the kernel keeps what it does not read), its bound on output, half-close, and its timeouts.
+/// One connection on one end of a socket pair, driven by the server's loop: what a socket alone shows. The kernel
+/// keeps what the connection does not read at its bound of calls in flight, a peer that does not read its replies
+/// is held at the bound on output, a half-closed peer gets its replies, a peer that closes is seen while its call
+/// runs, and the timer and the framing error close the socket. The rules themselves (order, bounds, timeouts) are
+/// `VarlinkConnectionStateMachineTests`', with no socket.
 @Suite("Varlink server connection")
 struct ServerConnectionTests {
     /// test.Now is answered at once; test.Wait waits at the gate; test.Big answers with `size` bytes at once.
@@ -46,21 +49,6 @@ struct ServerConnectionTests {
     /// Lets the loop take several turns: what it could read by now, it has read.
     static func settle(_ fixture: ServerFixture) async throws {
         for _ in 0..<10 { try await fixture.loop.run { _ in } }
-    }
-
-    @Test func aCallSentByteByByteIsOneCall() async throws {
-        try await ServerFixture.with(handler: Handler()) { fixture in
-            let client = try await fixture.connectedPair()
-            defer { client.close() }
-            let reply = try await offPool { [client] in
-                for byte in Self.call("test.Peer").utf8 {
-                    try client.send(String(UnicodeScalar(byte)), terminated: false)
-                }
-                try client.send("")
-                return try client.receiveReply()
-            }
-            #expect(reply == #"{"parameters":{"method":"test.Peer"}}"#)
-        }
     }
 
     @Test func aMessagePastTheBoundClosesTheConnection() async throws {
@@ -157,32 +145,6 @@ struct ServerConnectionTests {
             let closed = try await offPool { [client] in
                 try client.send(#"{"method":"#, terminated: false)
                 return try client.receiveUntilClosed(timeout: .seconds(5))
-            }
-            #expect(closed)
-        }
-    }
-
-    @Test func onlyAWholeMessageResetsTheIdleTimeout() async throws {
-        try await ServerFixture.with(
-            ServerSettings(idleTimeout: .milliseconds(300), messageTimeout: .seconds(60)), handler: Handler()
-        ) { fixture in
-            let client = try await fixture.connectedPair()
-            defer { client.close() }
-            // A byte every 50 ms never makes a whole message: the connection is idle all along and is closed.
-            // A send that finds the connection closed (EPIPE: the close came between a poll and the send) is the
-            // close awaited, too.
-            let closed = try await offPool { [client] in
-                do {
-                    try client.send("{", terminated: false)
-                    for _ in 0..<100 {
-                        var poller = pollfd(fd: client.descriptor, events: Int16(POLLIN), revents: 0)
-                        if poll(&poller, 1, 50) == 1 { return try client.receiveUntilClosed(timeout: .seconds(1)) }
-                        try client.send(" ", terminated: false)
-                    }
-                    return false
-                } catch let error as POSIXError where error.code == .EPIPE {
-                    return true
-                }
             }
             #expect(closed)
         }
