@@ -24,13 +24,13 @@ import Systemd
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any thread starts
 /// try lifecycle.run(logger: logger) { executor throws(DaemonError) in   // until SIGTERM or SIGINT
-///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: StoreWriters.shared,
+///     try Daemon(mode: .user, paths: paths, environment: environment, storeWriters: StoreWriters.shared,
 ///                executor: executor, logger: logger)
 /// }
 /// ```
 ///
 /// It owns no thread: the loop whose executor runs its service's actor, tasks and timers (``LoopExecutor``), and
-/// the threads that write the store (a ``StoreExecutor``), are handed in.
+/// the threads that write the store (a ``StoreWriterPool``), are handed in.
 public struct Daemon: Sendable {
     /// How the daemon runs.
     public let mode: DaemonMode
@@ -118,7 +118,7 @@ public struct Daemon: Sendable {
         maximumConnectionsPerUser: Int? = nil,
         maximumCallsInFlight: Int = defaultMaximumCallsInFlight,
         idleTimeout: Duration = .seconds(defaultIdleTimeoutSeconds),
-        storeExecutor: any StoreExecutor,
+        storeWriters: any StoreWriterPool,
         executor: LoopExecutor,
         notifier: ServiceNotifier = ServiceNotifier(),
         logger: Logger
@@ -177,7 +177,7 @@ public struct Daemon: Sendable {
         }
         service = AuthService(
             store: store, records: records, refreshLease: refreshLease, flushTimeout: flushTimeout,
-            clock: SystemClock(executor: executor), storeExecutor: storeExecutor, executor: executor, timer: timer,
+            clock: SystemClock(executor: executor), storeWriters: storeWriters, executor: executor, timer: timer,
             logger: logger)
         dispatcher = AuthCallDispatcher(service: service, access: access, logger: logger)
         let groupCount = records.count

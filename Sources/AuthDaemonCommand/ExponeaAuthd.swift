@@ -217,7 +217,7 @@ struct ExponeaAuthd: ParsableCommand {
                     maximumConnectionsPerUser: maxConnectionsPerUser,
                     maximumCallsInFlight: maxCallsInFlight,
                     idleTimeout: .seconds(idleTimeout),
-                    storeExecutor: StoreWriters.shared,
+                    storeWriters: StoreWriters.shared,
                     executor: executor,
                     logger: logger
                 )

@@ -84,7 +84,7 @@ struct DurabilityBenchmark {
         defer { loop.stop() }
         let service = AuthService(
             store: store, records: [], clock: SystemClock(executor: loop.executor),
-            storeExecutor: StoreWriters(maximumThreads: threads), executor: loop.executor, logger: logger)
+            storeWriters: StoreWriters(maximumThreads: threads), executor: loop.executor, logger: logger)
         let groups = try (0..<writers).map { try AppGroup("pool-\($0)") }
         let start = monotonicNanoseconds()
         let deadline = start + UInt64(seconds * 1e9)

@@ -29,7 +29,7 @@ struct HopsBenchmark {
         let loop = try TestLoop()
         defer { loop.stop() }
         let service = AuthService(
-            store: store, records: [], clock: SystemClock(executor: loop.executor), storeExecutor: StoreWriters.shared,
+            store: store, records: [], clock: SystemClock(executor: loop.executor), storeWriters: StoreWriters.shared,
             executor: loop.executor, logger: logger)
         let dispatcher = AuthCallDispatcher(service: service, access: AccessControl(owner: getuid()), logger: logger)
         let token = BenchToken.make(exp: Int(Date().timeIntervalSince1970) + 3600, customer: 1)

@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// ```swift
 /// let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
-/// let service = AuthService(store: store, records: [], clock: clock, storeExecutor: StoreWriters.shared,
+/// let service = AuthService(store: store, records: [], clock: clock, storeWriters: StoreWriters.shared,
 ///                           executor: loop.executor, logger: logger)
 /// #expect(await clock.waitForTimers(armed: 1))   // a barrier: the service armed its timer
 /// await clock.advance(by: 30, firing: true)       // moves the clock and runs what became due

@@ -29,7 +29,7 @@ struct AuthCallDispatcherTests {
                 logger: Logger(label: "test")
             )
             service = AuthService(
-                store: store, records: [], clock: clock, storeExecutor: StoreWriters.shared, executor: loop.executor,
+                store: store, records: [], clock: clock, storeWriters: StoreWriters.shared, executor: loop.executor,
                 logger: Logger(label: "test"))
             dispatcher = AuthCallDispatcher(
                 service: service,
@@ -324,7 +324,7 @@ struct AuthCallDispatcherTests {
         defer { loop.stop() }
         let service = AuthService(
             store: store, records: [], flushTimeout: .seconds(10), clock: clock,
-            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: logs.logger())
+            storeWriters: StoreWriters.shared, executor: loop.executor, logger: logs.logger())
         let dispatcher = AuthCallDispatcher(
             service: service, access: AccessControl(owner: 0), logger: Logger(label: "t"))
         let frames = Arrivals<String>()

@@ -33,7 +33,7 @@ struct AuthServiceTests {
                 records: [],
                 flushTimeout: flushTimeout,
                 clock: clock,
-                storeExecutor: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test")
+                storeWriters: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test")
             )
         }
 
@@ -413,7 +413,7 @@ struct SubscriptionBoundTests {
         defer { loop.stop() }
         let service = AuthService(
             store: store, records: [], maximumSubscribersPerGroup: 2, clock: SystemClock(executor: loop.executor),
-            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test"))
+            storeWriters: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test"))
         let shop = try AppGroup("shop")
         let first = await service.subscribe(shop, pid: 1)
         let second = await service.subscribe(shop, pid: 2)

@@ -44,7 +44,7 @@ struct BusAnnouncerTests {
         let loop = try TestLoop()
         defer { loop.stop() }
         let service = AuthService(
-            store: store, records: [], clock: SystemClock(executor: loop.executor), storeExecutor: StoreWriters.shared,
+            store: store, records: [], clock: SystemClock(executor: loop.executor), storeWriters: StoreWriters.shared,
             executor: loop.executor, logger: Logger(label: "test"))
         let events = await service.observeAll()
         let forwarding = Task { for await event in events { announcer.announce(event) } }

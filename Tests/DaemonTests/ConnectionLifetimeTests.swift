@@ -38,7 +38,7 @@ struct ConnectionLifetimeTests {
                 directory: directory.appending("state"), key: StoreKey(material: Array(repeating: 7, count: 32)),
                 logger: Self.quiet)
             let service = AuthService(
-                store: store, records: [], clock: clock, storeExecutor: StoreWriters.shared, executor: loop.executor,
+                store: store, records: [], clock: clock, storeWriters: StoreWriters.shared, executor: loop.executor,
                 logger: Self.quiet)
             self.service = service
             let access = AccessControl(owner: getuid())

@@ -63,7 +63,7 @@ struct ServiceExpiryTests {
             store: try Self.store(directory),
             records: records,
             clock: clock,
-            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test")
+            storeWriters: StoreWriters.shared, executor: loop.executor, logger: Logger(label: "test")
         )
         let events = await service.observeAll()
         await service.start()
@@ -91,7 +91,7 @@ struct ServiceExpiryTests {
         defer { loop.stop() }
         let service = AuthService(
             store: try Self.store(directory), records: [], clock: SystemClock(executor: loop.executor),
-            storeExecutor: StoreWriters.shared, executor: loop.executor, timer: timer, logger: Logger(label: "test"))
+            storeWriters: StoreWriters.shared, executor: loop.executor, timer: timer, logger: Logger(label: "test"))
         try await loop.run { mainLoop in
             try ExpiryTimerSource.watch(timer, on: mainLoop, service: service, logger: Logger(label: "test"))
         }
@@ -120,7 +120,7 @@ struct ServiceExpiryTests {
         let loop = try TestLoop()
         defer { loop.stop() }
         let service = AuthService(
-            store: try Self.store(directory), records: [], clock: clock, storeExecutor: StoreWriters.shared,
+            store: try Self.store(directory), records: [], clock: clock, storeWriters: StoreWriters.shared,
             executor: loop.executor, logger: Logger(label: "test"))
         let events = await service.observeAll()
         _ = try await service.setToken(TestJWT().token(exp: 1_899_999_000), for: try AppGroup("shop"))

@@ -26,7 +26,7 @@ struct SubscriptionDropTests {
         defer { loop.stop() }
         let service = AuthService(
             store: store, records: [], clock: ManualClock(Date(timeIntervalSince1970: 1_900_000_000)),
-            storeExecutor: StoreWriters.shared, executor: loop.executor, logger: logs.logger())
+            storeWriters: StoreWriters.shared, executor: loop.executor, logger: logs.logger())
         let shop = try AppGroup("shop")
         let stuck = try #require(await service.subscribe(shop, pid: 42))
         let reading = Collector(try #require(await service.subscribe(shop, pid: 43)))

@@ -31,7 +31,7 @@ import Systemd
 /// ```swift
 /// let lifecycle = try DaemonLifecycle()                 // first, before any other thread starts
 /// try lifecycle.run(logger: logger) { executor throws(DaemonError) in
-///     try Daemon(mode: .user, paths: paths, environment: environment, storeExecutor: StoreWriters.shared,
+///     try Daemon(mode: .user, paths: paths, environment: environment, storeWriters: StoreWriters.shared,
 ///                executor: executor, logger: logger)
 /// }
 /// ```

@@ -24,7 +24,7 @@ import Systemd
 /// - `ExpiryScheduler`: the expiry deadlines (R13, R14).
 ///
 /// The actor owns them, so a group's generation, events and waiters always agree; it does the I/O (the store,
-/// through the injected ``StoreExecutor``), arms timers on the injected ``ServiceClock``, and resumes
+/// through the injected ``StoreWriterPool``), arms timers on the injected ``ServiceClock``, and resumes
 /// continuations.
 ///
 /// Store writes happen before memory changes (a failed write leaves the group as it was) and run off the actor:
@@ -53,7 +53,7 @@ public actor AuthService {
     /// The loop the actor runs on.
     public nonisolated let executor: LoopExecutor
     private let store: TokenStore
-    private let storeExecutor: any StoreExecutor
+    private let storeWriters: any StoreWriterPool
     private let clock: any ServiceClock
     private let logger: Logger
     /// The wall-clock timer armed for the earliest expiry deadline, when the daemon runs one.
@@ -85,7 +85,7 @@ public actor AuthService {
     /// - Parameters:
     ///   - records: The records loaded from `store` at start.
     ///   - clock: The wall clock the rules read and the timers they arm (a manual one in tests).
-    ///   - storeExecutor: Where the blocking store writes run.
+    ///   - storeWriters: Where the blocking store writes run.
     ///   - executor: The loop the actor runs on.
     ///   - timer: The wall-clock timer for the expiry deadlines, when the daemon runs one.
     public init(
@@ -96,14 +96,14 @@ public actor AuthService {
         flushTimeout: Duration = .seconds(2),
         maximumSubscribersPerGroup: Int = 1024,
         clock: any ServiceClock,
-        storeExecutor: any StoreExecutor,
+        storeWriters: any StoreWriterPool,
         executor: LoopExecutor,
         timer: WallClockTimer? = nil,
         logger: Logger
     ) {
         self.executor = executor
         self.store = store
-        self.storeExecutor = storeExecutor
+        self.storeWriters = storeWriters
         self.clock = clock
         self.timer = timer
         self.refreshLease = refreshLease
@@ -460,7 +460,7 @@ public actor AuthService {
     private func removeRecord(_ group: AppGroup, cause: ClearCause) async throws(AuthServiceError) {
         let started = ContinuousClock.now
         do {
-            try await storeExecutor.run(isolation: self) { [store] () throws(TokenStoreError) in
+            try await storeWriters.run(isolation: self) { [store] () throws(TokenStoreError) in
                 try store.remove(group)
             }
         } catch {
@@ -584,7 +584,7 @@ public actor AuthService {
             let record = table.record(group, token: token, customerIds: customerIds, now: clock.now)
             let started = ContinuousClock.now
             do throws(TokenStoreError) {
-                try await storeExecutor.run(isolation: self) { [store] () throws(TokenStoreError) in
+                try await storeWriters.run(isolation: self) { [store] () throws(TokenStoreError) in
                     try store.save(record)
                 }
                 metrics.storeWritten(taking: started.duration(to: .now), failed: false)

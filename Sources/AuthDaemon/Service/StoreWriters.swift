@@ -14,7 +14,7 @@ import CProcessControl
 /// ``idleExit`` without work: a daemon that is only read has none, and one that wrote a minute ago has none
 /// again. A write's completion resumes its caller on the caller's isolation (the service's actor), and so comes
 /// back to the loop through its executor, the one path.
-public final class StoreWriters: StoreExecutor, @unchecked Sendable {
+public final class StoreWriters: StoreWriterPool, @unchecked Sendable {
     /// The daemon's writers.
     public static let shared = StoreWriters(maximumThreads: defaultThreadCount)
 
