@@ -25,6 +25,8 @@ public final class AppProcess: Sendable {
                 lines += new
                 condition.broadcast()
             }
+            // Not inside the lock above: a waiter over several apps holds `printed` while it reads each app's lines.
+            AppProcess.printed.withLock { AppProcess.printed.broadcast() }
         }
 
         /// Waits until the lines satisfy `predicate`, checking each time lines come, or until `deadline`.
@@ -37,6 +39,9 @@ public final class AppProcess: Sendable {
             }
         }
     }
+
+    /// Signalled whenever any app prints, for a wait over several apps' output.
+    static let printed = NSCondition()
 
     /// Starts the app on `daemon`'s socket, with an async handler (or a plain one with `sync`).
     public init(_ name: String, daemon: DaemonUnderTest, group: String = "shop", sync: Bool = false) throws {
@@ -114,4 +119,17 @@ extension [AppProcess] {
 
     /// The number of lines starting with `prefix`, over every app.
     public func count(_ prefix: String) -> Int { reduce(0) { $0 + $1.lines(prefix).count } }
+
+    /// Waits until `condition` holds of the apps, checking it each time any app prints a line (no polling), or
+    /// until `timeout` passes; returns whether it holds.
+    public func waitUntil(timeout: Duration = .seconds(10), _ condition: ([AppProcess]) -> Bool) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        return AppProcess.printed.withLock {
+            while !condition(self) {
+                guard AppProcess.printed.wait(until: deadline) else { return condition(self) }
+            }
+            return true
+        }
+    }
 }

@@ -66,7 +66,8 @@ public final class DaemonUnderTest: @unchecked Sendable {
         environment["NOTIFY_SOCKET"] = notify.path
         let process = try BackgroundProcess(
             BuildProducts.executable("exponea-authd"),
-            ["--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath] + arguments,
+            ["--log-target", "console", "--state-directory", stateDirectory, "--socket", socketPath]
+                + (arguments.contains("--log-level") ? [] : ["--log-level", "debug"]) + arguments,
             environment: environment
         )
         lock.withLock { self.process = process }
@@ -96,14 +97,16 @@ public final class DaemonUnderTest: @unchecked Sendable {
         return process.waitForOutput(timeout: timeout, condition)
     }
 
-    /// Waits until the current run has counted `count` subscribers of `group`, from its "Subscribed" line as it
-    /// comes: a daemon started with `--log-level debug` prints one as each subscription is registered.
+    /// Waits until `group` has `count` subscribers in the current run, from the daemon's "Subscribed" and
+    /// "Unsubscribed" debug lines as they come (the daemon runs with `--log-level debug` unless the test says
+    /// otherwise): the last of them for the group names its count.
     public func waitForSubscribers(_ group: String, count: Int, timeout: Duration = .seconds(10)) -> Bool {
         waitForOutput(timeout: timeout) { output in
-            output.split(separator: "\n").contains {
-                $0.hasPrefix("debug: Subscribed ") && $0.contains(" authd.group=\(group) ")
-                    && $0.contains(" authd.subscribers=\(count)")
+            let last = output.split(separator: "\n").lazy.map { $0.split(separator: " ") }.last {
+                ($0.starts(with: ["debug:", "Subscribed"]) || $0.starts(with: ["debug:", "Unsubscribed"]))
+                    && $0.contains("authd.group=\(group)")
             }
+            return last?.contains("authd.subscribers=\(count)") == true
         }
     }
 

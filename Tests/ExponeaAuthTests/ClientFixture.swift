@@ -32,14 +32,7 @@ extension DaemonUnderTest {
 
     /// Waits until the group has `count` subscribers, so no event is missed.
     func waitForSubscribers(_ count: Int, group: String = "shop") async throws -> Bool {
-        let daemon = AuthDaemonClient(socketPath: socketPath)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            let groups = try await daemon.listGroups()
-            if groups.first(where: { $0.name == group })?.subscribers == count { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return false
+        waitForSubscribers(group, count: count)
     }
 }
 

@@ -23,7 +23,8 @@ struct RefreshClaimTests {
     }
 
     /// Kills the app that runs its handler for `reason` and waits until another app runs its handler for the
-    /// same reason, within a second (the lease is a minute: only the claim's release can hand it on so soon).
+    /// same reason, long before the lease (a minute) could run out: only the claim's release hands it on before the
+    /// wait's bound (10 s). The time the handover took is printed; its figure belongs to the benchmarks.
     /// Returns the apps left alive and the one now refreshing.
     func killTheClaimHolder(
         of apps: [AppProcess], reason: String, label: String
@@ -32,7 +33,7 @@ struct RefreshClaimTests {
         let killed = ContinuousClock.now
         holder.kill()
         let others = apps.filter { $0 !== holder }
-        #expect(await eventually(timeout: .seconds(1)) { others.count("handler \(reason)") == 1 })
+        #expect(others.waitUntil { $0.count("handler \(reason)") == 1 })
         print("RefreshClaim, \(label): another app's handler ran \(ContinuousClock.now - killed) after the kill")
         return (others, try #require(others.printing("handler").first))
     }
@@ -40,50 +41,50 @@ struct RefreshClaimTests {
     /// `next` sets a new token (generation 2); every app in `apps` receives it, and ran its handler once in all.
     func refresh(by next: AppProcess, reaching apps: [AppProcess]) async throws {
         next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
-        #expect(await eventually { apps.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
+        #expect(apps.waitUntil { $0.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
         #expect(apps.count("handler") == 1)
     }
 
     /// Issue 19: at an expiry, the app holding the claim is killed inside its handler. Another app's handler
-    /// runs within a second of the kill (the lease is a minute), and its token reaches every app.
+    /// runs at once after the kill (the lease is a minute), and its token reaches every app.
     @Test func killingTheClaimHolderHandsTheRefreshOnAtAnExpiry() async throws {
         let daemon = try DaemonUnderTest(arguments: ["--refresh-lease", "60"])
         let apps = try await apps(3, on: daemon)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
-        #expect(await eventually { apps.count("handler expiredSoon") == 1 })
+        #expect(apps.waitUntil { $0.count("handler expiredSoon") == 1 })
         let (others, next) = try await killTheClaimHolder(of: apps, reason: "expiredSoon", label: "expiry")
         try await refresh(by: next, reaching: others)
     }
 
     /// Issue 19: after a revoke (the backend refuses the stored token with 401), the claim holder is killed
-    /// inside its handler. Another app refreshes within a second; the request that met the 401 succeeds with
+    /// inside its handler. Another app refreshes at once; the request that met the 401 succeeds with
     /// the new token, and so do every app's requests.
     @Test func killingTheClaimHolderHandsTheRefreshOnAfterARevoke() async throws {
         let daemon = try DaemonUnderTest(arguments: ["--refresh-lease", "60"])
         let apps = try await apps(3, on: daemon)
         try await setToken(signer.token(expiringIn: 3600, ids: ["registered": "v1"]), on: daemon)
-        #expect(await eventually { apps.allSatisfy { !$0.lines("refreshed 1 v1").isEmpty } })
+        #expect(apps.waitUntil { $0.allSatisfy { !$0.lines("refreshed 1 v1").isEmpty } })
         for app in apps { app.send("accept v2") }  // the backend no longer takes v1
         let requester = apps[0]
         requester.send("request")
-        #expect(await eventually { apps.count("handler invalid") == 1 })
+        #expect(apps.waitUntil { $0.count("handler invalid") == 1 })
         let (others, next) = try await killTheClaimHolder(of: apps, reason: "invalid", label: "revoke")
         try await refresh(by: next, reaching: others)
         if others.contains(where: { $0 === requester }) {
             // The request waited (R19, R22) and was retried with the token another app set.
-            #expect(await eventually { requester.lines("response") == ["response 200"] })
+            #expect([requester].waitUntil { _ in requester.lines("response") == ["response 200"] })
         }
         for app in others where app !== requester { app.send("request") }
-        #expect(await eventually { others.allSatisfy { $0.lines("response") == ["response 200"] } })
+        #expect(others.waitUntil { $0.allSatisfy { $0.lines("response") == ["response 200"] } })
     }
 
     /// The SDK's handler shape (it returns at once and fetches in a task of its own) holds its claim on a
-    /// connection of its own too: killed inside that fetch, it is replaced within a second.
+    /// connection of its own too: killed inside that fetch, it is replaced at once.
     @Test func aHandlerThatFetchesInATaskOfItsOwnIsReplacedWhenKilled() async throws {
         let daemon = try DaemonUnderTest(arguments: ["--refresh-lease", "60"])
         let apps = try await apps(3, on: daemon, sync: true)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
-        #expect(await eventually { apps.count("handler expiredSoon") == 1 })
+        #expect(apps.waitUntil { $0.count("handler expiredSoon") == 1 })
         let (others, next) = try await killTheClaimHolder(
             of: apps, reason: "expiredSoon", label: "handler fetching in its own task")
         try await refresh(by: next, reaching: others)
@@ -95,15 +96,15 @@ struct RefreshClaimTests {
         let daemon = try DaemonUnderTest(arguments: ["--refresh-lease", "1.5"])
         let apps = try await apps(3, on: daemon)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
-        #expect(await eventually { apps.count("handler expiredSoon") == 1 })
+        #expect(apps.waitUntil { $0.count("handler expiredSoon") == 1 })
         let holder = try #require(apps.printing("handler").first)  // and it never answers
 
-        #expect(await eventually(timeout: .seconds(5)) { apps.count("handler expiredSoon") == 2 })
+        #expect(apps.waitUntil { $0.count("handler expiredSoon") == 2 })
         #expect(holder.lines("handler").count == 1)
 
         let next = try #require(apps.filter { $0 !== holder }.printing("handler").first)
         next.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v2"]))
-        #expect(await eventually { apps.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
+        #expect(apps.waitUntil { $0.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
     }
 
     /// A handler that ends without a token (its fetch failed) releases the claim at once: the next claim is
@@ -112,7 +113,7 @@ struct RefreshClaimTests {
         let daemon = try DaemonUnderTest(arguments: ["--refresh-lease", "60"])
         let apps = try await apps(2, on: daemon)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
-        #expect(await eventually { apps.count("handler expiredSoon") == 1 })
+        #expect(apps.waitUntil { $0.count("handler expiredSoon") == 1 })
         let other = AuthDaemonClient(socketPath: daemon.socketPath)
         #expect(try await !other.claimRefresh(group: "shop", generation: 1))  // held
 
@@ -129,16 +130,16 @@ struct RefreshClaimTests {
         let daemon = try DaemonUnderTest()
         let apps = try await apps(5, on: daemon)
         try await setToken(signer.token(expiringIn: 30, ids: ["registered": "v1"]), on: daemon)
-        #expect(await eventually { apps.count("handler expiredSoon") == 1 })
+        #expect(apps.waitUntil { $0.count("handler expiredSoon") == 1 })
         let first = try #require(apps.printing("handler").first)
         // The new token also enters its last minute at once: the next expiry.
         first.send("token " + signer.token(expiringIn: 30, ids: ["registered": "v2"]))
-        #expect(await eventually { apps.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
-        #expect(await eventually { apps.count("handler expiredSoon") == 2 })
+        #expect(apps.waitUntil { $0.allSatisfy { !$0.lines("refreshed 2 v2").isEmpty } })
+        #expect(apps.waitUntil { $0.count("handler expiredSoon") == 2 })
         let second = try #require(apps.filter { $0.lines("handler").count + ($0 === first ? -1 : 0) == 1 }.first)
         second.send("token " + signer.token(expiringIn: 3600, ids: ["registered": "v3"]))
         // Every app has seen the last token: every jwtError before it was handled, and claimed once.
-        #expect(await eventually { apps.allSatisfy { !$0.lines("refreshed 3 v3").isEmpty } })
+        #expect(apps.waitUntil { $0.allSatisfy { !$0.lines("refreshed 3 v3").isEmpty } })
         #expect(apps.count("handler") == 2)
     }
 }

@@ -518,7 +518,8 @@ public actor AuthService {
     /// Forgets a subscription; a flush waiting for its acknowledgement no longer does, and counts it as not
     /// confirmed.
     func unsubscribe(_ group: AppGroup, subscription id: UInt64) {
-        guard hub.remove(group, id: id) != nil else { return }
+        guard let subscriber = hub.remove(group, id: id) else { return }
+        logUnsubscribed(group, pid: subscriber.pid)
         finish(flushes.subscriptionEnded(group, subscription: id), of: group)
     }
 
@@ -530,7 +531,17 @@ public actor AuthService {
                 metadata: ["authd.group": "\(ended.group)", "authd.pid": "\(ended.pid)"]
             )
         }
+        logUnsubscribed(ended.group, pid: ended.pid)
         finish(flushes.subscriptionEnded(ended.group, subscription: ended.id), of: ended.group)
+    }
+
+    /// The debug line that pairs with "Subscribed": with both, the log tells how many subscribers a group has.
+    private func logUnsubscribed(_ group: AppGroup, pid: Int32) {
+        logger.debug(
+            "Unsubscribed",
+            metadata: [
+                "authd.group": "\(group)", "authd.pid": "\(pid)", "authd.subscribers": "\(hub.count(of: group))",
+            ])
     }
 
     /// Calls `observer` with every group's event, in order, in the turn of the actor that sends it: for the
