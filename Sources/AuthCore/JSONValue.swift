@@ -105,7 +105,7 @@ package enum JSONValue: Sendable, Equatable {
     package var double: Double? {
         guard case .number(let literal) = self else { return nil }
         // A non-negative integer of up to 15 digits (a time in seconds) is exact as an Int64, converted without
-        // strtod (1,300 instructions of a GetToken reply's reading).
+        // strtod, which is most of a GetToken reply's reading otherwise.
         if literal.utf8.count <= 15, literal.utf8.first != UInt8(ascii: "-"), let integer = Int64(literal) {
             return Double(integer)
         }

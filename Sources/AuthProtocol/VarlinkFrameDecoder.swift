@@ -59,7 +59,7 @@ public struct VarlinkFrameDecoder: Sendable {
     /// - Throws: ``VarlinkFramingError/messageTooLarge(limit:)`` when a message exceeds the bound; the
     ///   connection cannot be resynchronised and should be closed.
     public mutating func nextMessage() throws(VarlinkFramingError) -> [UInt8]? {
-        // memchr, not firstIndex(of:): a reply of a few hundred bytes was 2,000 instructions byte by byte.
+        // memchr, not firstIndex(of:): it scans words at a time where firstIndex looks at every byte.
         let found = buffer.withUnsafeBufferPointer { bytes -> Int? in
             guard scanned < bytes.count, let base = bytes.baseAddress,
                 let nul = memchr(base + scanned, 0, bytes.count - scanned)

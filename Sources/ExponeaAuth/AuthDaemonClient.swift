@@ -508,7 +508,7 @@ public final class AuthDaemonClient: Sendable {
     static func read<Result: ReplyReadable>(_ reply: [UInt8]) throws(AuthClientError) -> Result {
         // The last `parameters` member decides, as in a dictionary: read when it is an object, `{}` when it is
         // missing or null. (Not an optional: the compiler destroys one through the runtime's generic
-        // witnesses, 600 instructions a call.)
+        // witnesses, on every call.)
         var parameters = ReplyRead<Result>.invalid(member: "parameters")
         var parametersRead = false
         var regular = true

@@ -6,8 +6,8 @@
 #endif
 
 /// A point in time on the clock `ContinuousClock` reads (`CLOCK_BOOTTIME`), in nanoseconds: what a call's waits are
-/// bounded by. Plain integers, because reading `ContinuousClock` and doing `Duration` arithmetic (128-bit) cost a
-/// GetToken about 1,000 of its 19,000 instructions.
+/// bounded by. Plain integers, because reading `ContinuousClock` and doing `Duration` arithmetic (128-bit) cost
+/// every call a share of its instructions that the benchmark's callgrind measure shows.
 struct Deadline {
     private let nanoseconds: Int64
 

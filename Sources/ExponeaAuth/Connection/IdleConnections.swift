@@ -4,8 +4,7 @@
 /// four, the last kept taken first.
 ///
 /// Slots of a fixed count, not an array: the metadata of an array of a class type is made at run time, by
-/// demangling its name, the first time it is used (20,000 instructions fewer for an app's first call from process
-/// start, callgrind).
+/// demangling its name, the first time it is used: an app's first call would pay for it.
 struct IdleConnections {
     private var slots: InlineArray<4, VarlinkConnection?> = .init(repeating: nil)
     private var count = 0
