@@ -68,9 +68,11 @@ import Testing
         while try lastReported(progress) <= previous, process.isRunning,
             ContinuousClock.now - started < .seconds(30)
         {
+            // The writer reports progress in a file, which has no event to wait on: a short step.
             usleep(5_000)
         }
         try #require(process.isRunning, "the writer exited with status \(process.terminationStatus ?? -1)")
+        // The sleep is the test: the crash comes at a moment of chance inside the writes.
         usleep(UInt32(Int.random(in: 300...800)) * 1_000)
 
         kill(process.pid, SIGKILL)

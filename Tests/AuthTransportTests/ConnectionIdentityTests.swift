@@ -30,7 +30,8 @@ struct ConnectionIdentityTests {
             running.withLock { _ = $0.insert(connection) }
             defer { running.withLock { _ = $0.remove(connection) } }
             if call.method == "test.Hold" {
-                while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(20)) }
+                // Held until the connection's close cancels it: a sleep ends at once when its task is cancelled.
+                try? await Task.sleep(for: .seconds(86_400))
                 return
             }
             try? replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))

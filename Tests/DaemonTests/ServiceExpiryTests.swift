@@ -28,6 +28,7 @@ struct ServiceExpiryTests {
                 return await iterator.next()
             }
             group.addTask {
+                // The bound, not an ordering: the event ends the wait first.
                 try? await Task.sleep(for: bound)
                 return nil
             }

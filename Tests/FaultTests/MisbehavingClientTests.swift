@@ -24,6 +24,8 @@ struct MisbehavingClientTests {
             for _ in 0..<20 { try client.call("GetToken", ["group": "shop"]) }
             client.close()
             #expect(daemon.waitForOutput { $0.contains("Token set") })
+            // A pause before the baseline, not an ordering: what the daemon frees after the calls (the closed
+            // connection, its ended task) shows no event a test can wait for, and the baseline must not count it.
             usleep(200_000)
             baseline = try ProcessFigures(pid: pid)
         }

@@ -38,6 +38,7 @@ struct BusConnectionTests {
                 arguments: [.string("shop"), .uint64(7)]
             )
             try? connection.flush()
+            // dbus-monitor says nothing when its match rule is in place: the signal is sent again until it is seen.
             usleep(80_000)
             return monitor.output.contains("member=TokenRefreshed")
         }

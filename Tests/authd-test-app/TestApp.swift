@@ -107,6 +107,7 @@ enum TestApp {
             }
             exit(0)
         }
+        // The app lives until its input ends (exit above) or it is killed; its main task has nothing more to do.
         while true { try await Task.sleep(for: .seconds(3600)) }
     }
 

@@ -166,6 +166,7 @@ final class Flooder {
                    "stalled": stalled, "finalReplies": final_replies}
         if not announced:
             print("FLOODED " + json.dumps(figures), flush=True)
+        # Holds its connections until the test kills it.
         while True:
             time.sleep(3600)
         """
