@@ -28,6 +28,8 @@ public final class LogCapture: Sendable {
     }
 
     private let storage = Mutex<[Entry]>([])
+    /// Counts the entries as they come, for a wait on the next one.
+    private let appended = CountBarrier()
 
     public init() {}
 
@@ -43,6 +45,19 @@ public final class LogCapture: Sendable {
 
     fileprivate func append(_ entry: Entry) {
         storage.withLock { $0.append(entry) }
+        appended.increment()
+    }
+
+    /// Waits until an entry matches, checking each entry as it comes, or until `timeout` passes: whether one does.
+    public func waitForEntry(timeout: Duration = .seconds(20), where matches: (Entry) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let seen = entries
+            if seen.contains(where: matches) { return true }
+            let remaining = deadline - .now
+            guard remaining > .zero else { return false }
+            _ = await appended.wait(until: seen.count + 1, timeout: remaining)
+        }
     }
 
     private struct Handler: LogHandler {

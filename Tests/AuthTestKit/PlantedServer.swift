@@ -54,13 +54,20 @@ public final class PlantedServer: @unchecked Sendable {
 
     /// The bytes received on each connection closed so far, after waiting (up to 5 s) for at least `count`.
     public func connections(atLeast count: Int) -> [Int] {
-        _ = BackgroundProcess.waitUntil { received.count >= count }
+        _ = waitForConnections(atLeast: count)
         return received
     }
 
+    /// Waits until at least `count` connections have closed, reading each line as it comes; whether they have.
+    public func waitForConnections(atLeast count: Int, timeout: Duration = .seconds(5)) -> Bool {
+        process.waitForOutput(timeout: timeout) { Self.received(in: $0).count >= count }
+    }
+
     /// The bytes received on each connection closed so far.
-    public var received: [Int] {
-        process.output.split(separator: "\n").compactMap { line in
+    public var received: [Int] { Self.received(in: process.output) }
+
+    private static func received(in output: String) -> [Int] {
+        output.split(separator: "\n").compactMap { line in
             let words = line.split(separator: " ")
             guard words.count == 3, words[0] == "connection" else { return nil }
             return Int(words[1])

@@ -15,8 +15,8 @@ import Testing
 struct ConnectionIdentityTests {
     /// Answers test.Who with nothing, recording the connection of each call; test.Hold waits until cancelled.
     final class RecordingHandler: VarlinkCallHandler {
-        let calls = Mutex<[VarlinkConnectionID]>([])
-        let closed = Mutex<[VarlinkConnectionID]>([])
+        let calls = Arrivals<VarlinkConnectionID>()
+        let closed = Arrivals<VarlinkConnectionID>()
         /// Connections whose last call had returned when their close was heard.
         let closedAfterCalls = Mutex<[VarlinkConnectionID]>([])
         let running = Mutex<Set<VarlinkConnectionID>>([])
@@ -26,7 +26,7 @@ struct ConnectionIdentityTests {
         }
 
         func handle(_ call: VarlinkCall, connection: VarlinkConnectionID, replies: VarlinkReplies) async {
-            calls.withLock { $0.append(connection) }
+            calls.append(connection)
             running.withLock { _ = $0.insert(connection) }
             defer { running.withLock { _ = $0.remove(connection) } }
             if call.method == "test.Hold" {
@@ -38,7 +38,7 @@ struct ConnectionIdentityTests {
         }
 
         func connectionClosed(_ connection: VarlinkConnectionID) async {
-            closed.withLock { $0.append(connection) }
+            closed.append(connection)
             if !running.withLock({ $0.contains(connection) }) { closedAfterCalls.withLock { $0.append(connection) } }
         }
     }
@@ -48,7 +48,7 @@ struct ConnectionIdentityTests {
         try await ServerFixture.with(handler: handler) { fixture in
             try await check(handler, path: fixture.path)
             try await fixture.stop()
-            #expect(handler.closed.withLock { $0.count } == 2)  // once each
+            #expect(handler.closed.all.count == 2)  // once each
         }
     }
 
@@ -61,16 +61,16 @@ struct ConnectionIdentityTests {
             _ = try second.exchange(#"{"method":"test.Who"}"#)
             try second.send(#"{"method":"test.Hold"}"#)  // a call still running when the peer goes away
         }
-        #expect(await BackgroundProcess.eventually { handler.calls.withLock { $0.count } == 4 })
-        let calls = handler.calls.withLock { $0 }
+        #expect(await handler.calls.waitFor(count: 4))
+        let calls = handler.calls.all
         #expect(calls[0] == calls[1])  // one connection, one identity
         #expect(calls[2] != calls[0] && calls[3] == calls[2])
-        #expect(handler.closed.withLock { $0 }.isEmpty)
+        #expect(handler.closed.all.isEmpty)
 
         first.close()
         second.close()
-        #expect(await BackgroundProcess.eventually { handler.closed.withLock { $0.count } == 2 })
-        #expect(Set(handler.closed.withLock { $0 }) == [calls[0], calls[2]])
+        #expect(await handler.closed.waitFor(count: 2))
+        #expect(Set(handler.closed.all) == [calls[0], calls[2]])
         // The held call was cancelled and returned before its connection's close was heard.
         #expect(Set(handler.closedAfterCalls.withLock { $0 }) == [calls[0], calls[2]])
     }

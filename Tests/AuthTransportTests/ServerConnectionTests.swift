@@ -20,7 +20,7 @@ struct ServerConnectionTests {
     final class Handler: VarlinkCallHandler {
         let gate = Gate()
         let handled = Mutex<[String]>([])
-        let closed = Mutex(0)
+        let closed = CountBarrier()
 
         func dispatch(_ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
             // At its turn, whether it came at once or waited behind a call that ran.
@@ -33,7 +33,7 @@ struct ServerConnectionTests {
         }
 
         func connectionClosed(_ connection: VarlinkConnectionID) async {
-            closed.withLock { $0 += 1 }
+            closed.increment()
         }
     }
 
@@ -111,9 +111,9 @@ struct ServerConnectionTests {
             #expect(closed)
             #expect(try await fixture.waitForConnections(0))
             // A task ran test.Peer: the handler hears of the close once, whoever closed.
-            #expect(await BackgroundProcess.eventually { handler.closed.withLock { $0 } >= 1 })
+            #expect(await handler.closed.wait(until: 1))
             try await Self.settle(fixture)
-            #expect(handler.closed.withLock { $0 } == 1)
+            #expect(handler.closed.count == 1)
         }
     }
 
@@ -158,9 +158,9 @@ struct ServerConnectionTests {
             await handler.gate.waitForWaiters(1)
             client.close()
             #expect(try await fixture.waitForConnections(0))
-            #expect(handler.closed.withLock { $0 } == 0)
+            #expect(handler.closed.count == 0)
             handler.gate.open()
-            #expect(await BackgroundProcess.eventually { handler.closed.withLock { $0 } == 1 })
+            #expect(await handler.closed.wait(until: 1))
         }
     }
 }

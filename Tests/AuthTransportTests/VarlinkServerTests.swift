@@ -16,7 +16,7 @@ struct VarlinkServerTests {
     /// connection is gone, holds test.Hold until released, and says on which thread it runs test.Thread (at once)
     /// and test.TaskThread (in the connection's task).
     final class TestHandler: VarlinkCallHandler {
-        let floodEnded = Mutex(0)
+        let floodEnded = CountBarrier()
         let held = Gate()
 
         struct PeerReply: Codable, Sendable { var pid: Int32, uid: UInt32, gid: UInt32 }
@@ -41,7 +41,7 @@ struct VarlinkServerTests {
                 while (try? replies.send(VarlinkReplyEncoder.reply(blob, continues: true))) != nil {
                     await Task.yield()
                 }
-                floodEnded.withLock { $0 += 1 }
+                floodEnded.increment()
             case "test.Hold":
                 await held.wait()
                 try? replies.send(VarlinkReplyEncoder.reply(Blob(data: "held")))
@@ -186,7 +186,7 @@ struct VarlinkServerTests {
             try await offPool { [flooded] in try flooded.send(#"{"method":"test.Flood","more":true}"#) }
             // It never reads: the server must give up on it, and the handler's send must fail.
             #expect(
-                await BackgroundProcess.eventually(timeout: .seconds(20)) { handler.floodEnded.withLock { $0 } == 1 })
+                await handler.floodEnded.wait(until: 1))
             let other = try UnixClient(path: fixture.path)
             defer { other.close() }
             let reply = try await offPool { [other] in try other.exchange(#"{"method":"test.Peer"}"#) }
@@ -203,7 +203,7 @@ struct VarlinkServerTests {
             defer { flooder.close() }
             let calls = 20_000
             let burst = Array(repeating: Array(#"{"method":"test.Thread"}"#.utf8) + [0], count: calls).joined()
-            let replies = Atomic<Int>(0)
+            let replies = CountBarrier()
             let writer = Task {
                 try await offPool { [flooder] in try flooder.send(bytes: Array(burst)) }
             }
@@ -211,21 +211,21 @@ struct VarlinkServerTests {
                 try await offPool { [flooder] in
                     for _ in 0..<calls {
                         _ = try flooder.receiveReply()
-                        replies.add(1, ordering: .relaxed)
+                        replies.increment()
                     }
                 }
             }
             // Wait for the flood to be under way, then ask.
-            #expect(await BackgroundProcess.eventually { replies.load(ordering: .relaxed) > 100 })
+            #expect(await replies.wait(until: 101))
             let other = try UnixClient(path: fixture.path)
             defer { other.close() }
             let reply = try await offPool { [other] in try other.exchange(#"{"method":"test.Peer"}"#) }
-            let answeredMeanwhile = replies.load(ordering: .relaxed)
+            let answeredMeanwhile = replies.count
             #expect(reply.contains("uid"))
             #expect(answeredMeanwhile < calls)
             try await writer.value
             try await reader.value
-            #expect(replies.load(ordering: .relaxed) == calls)
+            #expect(replies.count == calls)
         }
     }
 
@@ -267,18 +267,18 @@ struct VarlinkServerTests {
 
 /// Calls that wait until the test opens the gate; the test can wait until a number of them wait.
 final class Gate: Sendable {
-    private let state = Mutex<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>], arrived: Int)>(
-        (false, [], 0))
+    private let state = Mutex<(isOpen: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let arrivals = CountBarrier()
 
     /// Waits until the gate opens.
     func wait() async {
         await withCheckedContinuation { continuation in
             let resumeNow = state.withLock { state in
-                state.arrived += 1
                 if state.isOpen { return true }
                 state.waiters.append(continuation)
                 return false
             }
+            arrivals.increment()
             if resumeNow { continuation.resume() }
         }
     }
@@ -304,10 +304,10 @@ final class Gate: Sendable {
     }
 
     /// How many calls have come to the gate.
-    var arrived: Int { state.withLock { $0.arrived } }
+    var arrived: Int { arrivals.count }
 
     /// Waits until `count` calls have come to the gate in all.
     func waitForWaiters(_ count: Int) async {
-        _ = await BackgroundProcess.eventually { arrived >= count }
+        _ = await arrivals.wait(until: count)
     }
 }

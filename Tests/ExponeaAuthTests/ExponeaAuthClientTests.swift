@@ -108,7 +108,7 @@ struct ExponeaAuthClientTests {
     }
 
     actor AppLoop {
-        var contexts: [JwtErrorContext] = []
+        let contexts = Arrivals<JwtErrorContext>()
         func record(_ context: JwtErrorContext) { contexts.append(context) }
     }
 
@@ -124,8 +124,8 @@ struct ExponeaAuthClientTests {
         #expect(try await daemon.waitForSubscribers(1))
         try await auth.setSdkAuthToken(TestJWT().token(expiringIn: 30, ids: ["registered": "dan"]))
         // R13: a token inside its last minute is reported at once.
-        #expect(await eventually { await !loop.contexts.isEmpty })
-        #expect(await loop.contexts == [JwtErrorContext(reason: .expiredSoon, customerIds: ["registered": "dan"])])
+        #expect(await loop.contexts.waitFor(count: 1))
+        #expect(loop.contexts.all == [JwtErrorContext(reason: .expiredSoon, customerIds: ["registered": "dan"])])
     }
 
     /// Issue 17: the expiry timer fired before any app was there. An app that connects later is told (the

@@ -49,7 +49,8 @@ struct ReadmeExampleTests {
         // asked the handler, which stores the backend's token.
         #expect(response.status == .ok)
         #expect(http.authorizations.withLock { $0 } == [nil])
-        #expect(await eventually { (try? await auth.daemon.getToken(group: "shop").token?.value) == backend.token })
+        #expect(daemon.waitForOutput { $0.contains("info: Token set") })
+        #expect(try await auth.daemon.getToken(group: "shop").token?.value == backend.token)
 
         let flush = try await auth.anonymize()  // apps flush, token gone; flush.unconfirmed lists who did not
         #expect(tracker.flushes.withLock { $0 } == 1)

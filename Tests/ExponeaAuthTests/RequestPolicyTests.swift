@@ -43,13 +43,13 @@ struct RequestPolicyTests {
         /// The requests seen, once `count` of them have been logged (the log reaches the test a moment after
         /// the response does), or all seen when that takes over 5 s.
         func seen(_ count: Int) async -> [Seen] {
-            _ = await BackgroundProcess.eventually(timeout: .seconds(5)) { seen.count >= count }
+            _ = process.waitForOutput(timeout: .seconds(5)) { Self.seen(in: $0).count >= count }
             return seen
         }
 
         /// The method and path of the requests seen, once `count` of them have been logged.
         func methodsAndPaths(_ count: Int) async -> [String] {
-            _ = await BackgroundProcess.eventually(timeout: .seconds(5)) { seen.count >= count }
+            _ = process.waitForOutput(timeout: .seconds(5)) { Self.seen(in: $0).count >= count }
             struct Line: Decodable {
                 var method: String
                 var path: String
@@ -60,8 +60,10 @@ struct RequestPolicyTests {
         }
 
         /// The requests seen so far.
-        var seen: [Seen] {
-            process.output.split(separator: "\n").dropFirst().compactMap {
+        var seen: [Seen] { Self.seen(in: process.output) }
+
+        static func seen(in output: String) -> [Seen] {
+            output.split(separator: "\n").dropFirst().compactMap {
                 try? JSONDecoder().decode(Seen.self, from: Data($0.utf8))
             }
         }

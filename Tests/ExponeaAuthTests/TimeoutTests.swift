@@ -70,9 +70,7 @@ struct TimeoutTests {
         #expect(await app.lostItsEvents(), "\(app.logs.entries)")
         stopped.resume()
         #expect(
-            await eventually(timeout: .seconds(20)) {
-                app.logs.entries.contains { $0.message.contains("Subscribed again") }
-            })
+            await app.logs.waitForEntry { $0.message.contains("Subscribed again") })
         #expect(try await daemon.waitForSubscribers(1))
 
         let other = AuthDaemonClient(socketPath: daemon.socketPath)
@@ -123,11 +121,8 @@ struct TimeoutTests {
         /// Waits (20 s at most) until the app logs that its subscription lost the daemon: a call not answered
         /// within its timeout.
         func lostItsEvents() async -> Bool {
-            await eventually(timeout: .seconds(20)) {
-                logs.entries.contains {
-                    $0.message.contains("Lost the app group's events")
-                        && $0.description.contains("did not answer within")
-                }
+            await logs.waitForEntry {
+                $0.message.contains("Lost the app group's events") && $0.description.contains("did not answer within")
             }
         }
     }
