@@ -54,12 +54,12 @@ public final class PlantedServer: @unchecked Sendable {
 
     /// The bytes received on each connection closed so far, after waiting (up to 5 s) for at least `count`.
     public func connections(atLeast count: Int) -> [Int] {
-        _ = waitForConnections(atLeast: count)
+        _ = waitForClosedConnections(atLeast: count)
         return received
     }
 
     /// Waits until at least `count` connections have closed, reading each line as it comes; whether they have.
-    public func waitForConnections(atLeast count: Int, timeout: Duration = .seconds(5)) -> Bool {
+    public func waitForClosedConnections(atLeast count: Int, timeout: Duration = .seconds(5)) -> Bool {
         process.waitForOutput(timeout: timeout) { Self.received(in: $0).count >= count }
     }
 

@@ -16,23 +16,19 @@ struct BusAnnouncerTests {
     @Test func theServicesEventsBecomeSignalsWithoutTokensOrIds() async throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
-        let (thread, announcer) = try Self.announcer(on: .address(bus.address))
+        let logs = LogCapture()
+        let (thread, announcer) = try Self.announcer(on: .address(bus.address), logger: logs.logger())
         defer { thread.stop() }
-        #expect(await BackgroundProcess.eventually { announcer.isConnected })
+        #expect(await logs.waitForEntry { $0.message == "Announcing on D-Bus" })
+        #expect(announcer.isConnected)
 
         let monitor = try BackgroundProcess(
             "/usr/bin/dbus-monitor",
             ["--address", bus.address, "type='signal',interface='\(BusAnnouncer.interface)'"]
         )
         defer { monitor.stop() }
-        // The monitor needs a moment to attach: announce a probe until it is seen.
-        let probe = AuthEvent(kind: .cleared, group: "probe", generation: 0, cause: "probe")
-        #expect(
-            await BackgroundProcess.eventually {
-                announcer.announce(probe)
-                return monitor.output.contains(#"string "probe""#)
-            }
-        )
+        // The monitor is in place once the bus took its name away (it became a monitor).
+        #expect(monitor.waitForOutput { $0.contains("member=NameLost") })
 
         let directory = try TemporaryDirectory(prefix: "authd-announce")
         defer { directory.remove() }
@@ -58,10 +54,10 @@ struct BusAnnouncerTests {
         try await service.clear(shop, cause: .anonymize)
 
         #expect(
-            await BackgroundProcess.eventually {
-                monitor.output.contains("member=Cleared") && monitor.output.contains(#"string "anonymize""#)
+            monitor.waitForOutput {
+                $0.contains("member=Cleared") && $0.contains(#"string "anonymize""#)
             })
-        let signals = Self.signals(in: monitor.output).filter { !$0.contains(#"string "probe""#) }
+        let signals = Self.signals(in: monitor.output)
         #expect(
             signals == [
                 ["TokenRefreshed", #"string "shop""#, "uint64 1"],
@@ -73,7 +69,7 @@ struct BusAnnouncerTests {
         #expect(!monitor.output.contains(token.split(separator: ".")[1]))
     }
 
-    @Test func aBusThatAppearsLaterIsConnectedTo() throws {
+    @Test func aBusThatAppearsLaterIsConnectedTo() async throws {
         let directory = try TemporaryDirectory(prefix: "authd-late-bus")
         defer { directory.remove() }
         let path = directory.appending("bus")
@@ -82,14 +78,15 @@ struct BusAnnouncerTests {
         defer { thread.stop() }
         // A barrier, not a pause: the first attempt and a retry both failed.
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(10)) {
+            await logs.waitForEntry(timeout: .seconds(10)) { _ in
                 logs.entries.filter { $0.message.hasPrefix("D-Bus is not reachable") }.count >= 2
             })
         #expect(!announcer.isConnected)
 
         let bus = try PrivateBus(socketPath: path)
         defer { bus.stop() }
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(5)) { announcer.isConnected })
+        #expect(await logs.waitForEntry { $0.message == "Announcing on D-Bus" })
+        #expect(announcer.isConnected)
         let names = try ChildProcess.run("/usr/bin/busctl", ["--address=\(bus.address)", "list", "--acquired"])
         #expect(names.standardOutput.contains(BusAnnouncer.name))
     }

@@ -49,7 +49,7 @@ struct TrustedServerTests {
             group: "shop", integration: .stream(StreamSettings(streamId: "s")), socketPath: server.path,
             unavailableBound: .milliseconds(200))
         await #expect(throws: AuthClientError.self) { try await events.setSdkAuthToken(token) }
-        #expect(server.waitForConnections(atLeast: 3))
+        #expect(server.waitForClosedConnections(atLeast: 3))
         #expect(server.received.allSatisfy { $0 == 0 }, "\(server.received)")
 
         // The positive twin: the real daemon (run by root) is trusted.

@@ -29,20 +29,16 @@ struct BusConnectionTests {
         )
         defer { monitor.stop() }
 
-        // A monitor needs a moment to attach: emit until it has seen the signal.
-        let seen = BackgroundProcess.waitUntil {
-            try? connection.emitSignal(
-                path: Self.path,
-                interface: Self.interface,
-                member: "TokenRefreshed",
-                arguments: [.string("shop"), .uint64(7)]
-            )
-            try? connection.flush()
-            // dbus-monitor says nothing when its match rule is in place: the signal is sent again until it is seen.
-            usleep(80_000)
-            return monitor.output.contains("member=TokenRefreshed")
-        }
-        #expect(seen)
+        // The monitor is in place once the bus took its name away (it became a monitor).
+        #expect(monitor.waitForOutput { $0.contains("member=NameLost") })
+        try connection.emitSignal(
+            path: Self.path,
+            interface: Self.interface,
+            member: "TokenRefreshed",
+            arguments: [.string("shop"), .uint64(7)]
+        )
+        try connection.flush()
+        #expect(monitor.waitForOutput { $0.contains("member=TokenRefreshed") && $0.contains("uint64 7") })
         let output = monitor.output
         let signal = try #require(output.range(of: "member=TokenRefreshed").map { output[$0.lowerBound...] })
         let lines = signal.split(separator: "\n").prefix(3).map { $0.trimmingCharacters(in: .whitespaces) }
