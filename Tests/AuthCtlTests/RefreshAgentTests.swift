@@ -103,7 +103,9 @@ struct RefreshAgentTests {
         let delays = {
             agent.output.matches(of: /trying again in ([0-9.]+) s/).compactMap { Double($0.output.1) }
         }
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(30)) { delays().count >= 3 }, "\(agent.output)")
+        #expect(
+            agent.waitForOutput(timeout: .seconds(30)) { $0.matches(of: /trying again in ([0-9.]+) s/).count >= 3 },
+            "\(agent.output)")
         let seen = delays()
         #expect((0.8...1.2).contains(seen[0]), "\(seen)")
         #expect((1.6...2.4).contains(seen[1]), "\(seen)")
@@ -130,11 +132,7 @@ struct RefreshAgentTests {
         let pid = try #require(
             Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .newlines) ?? ""))
         // The grandchild went with its process group (a zombie until its new parent reaps it counts as gone).
-        let gone = BackgroundProcess.waitUntil {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
-            return stat.contains(") Z ")
-        }
-        #expect(gone)
+        #expect(SpawnedProcess.waitForExit(of: pid, timeout: .seconds(5)) ?? true)
         // The claim ended with the failure: the agent's next try is granted at once, not after the lease.
         #expect(
             agent.waitForOutput(timeout: .seconds(15)) {
@@ -182,8 +180,8 @@ struct RefreshAgentTests {
         defer { agent.stop() }
         // The failure this test means, not any first "trying again".
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(10)) {
-                agent.output.contains("exit status 0, but it printed more than one word")
+            agent.waitForOutput(timeout: .seconds(10)) {
+                $0.contains("exit status 0, but it printed more than one word")
             }, "\(agent.output)")
         #expect(!agent.output.contains("not a token at all"))
     }
@@ -202,6 +200,8 @@ struct RefreshAgentTests {
         #expect(daemon.waitForSubscribers("shop", count: 1, timeout: .seconds(20)))
         // And acts on what it hears after.
         try daemon.set("shop", signer.token(expiringIn: 30))
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(10)) { runs(daemon.root) == ["shop expiredSoon"] })
+        // The agent's token is the third of the group's (the two above first).
+        #expect(daemon.waitForTokenSet("shop", generation: 3), "\(agent.output)")
+        #expect(runs(daemon.root) == ["shop expiredSoon"])
     }
 }

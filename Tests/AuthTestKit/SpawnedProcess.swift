@@ -93,8 +93,17 @@ public final class SpawnedProcess: Sendable {
     /// whether it ended, and reaps it if so.
     public func waitForExit(timeout: Duration) -> Bool {
         if ended.withLock({ $0 != nil }) { return true }
+        // Nil: reaped by another thread meanwhile.
+        guard Self.waitForExit(of: pid, timeout: timeout) ?? !isRunning else { return false }
+        wait()
+        return true
+    }
+
+    /// Waits until the process `pid` (any process, not only a child) has exited or `timeout` passes, on its
+    /// pidfd: whether it exited (a zombie has). Nil when the pid names no process (it was reaped already).
+    public static func waitForExit(of pid: Int32, timeout: Duration) -> Bool? {
         let descriptor = pidfdOpen(pid, 0)
-        guard descriptor >= 0 else { return !isRunning }  // reaped by another thread meanwhile
+        guard descriptor >= 0 else { return nil }
         defer { Glibc.close(descriptor) }
         let deadline = ContinuousClock.now + timeout
         var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
@@ -102,12 +111,10 @@ public final class SpawnedProcess: Sendable {
             let left = ContinuousClock.now.duration(to: deadline) / .milliseconds(1)
             let milliseconds = Int32(clamping: Int64(max(0, left.rounded(.up))))
             let ready = poll(&entry, 1, milliseconds)
-            if ready > 0 { break }
+            if ready > 0 { return true }
             if ready == 0 { return false }
-            if errno != EINTR { return !isRunning }
+            if errno != EINTR { return nil }
         }
-        wait()
-        return true
     }
 
     /// Its exit status, or the number of the signal that ended it, as Foundation's `Process` has it; nil while
