@@ -157,6 +157,8 @@ public final class BackgroundProcess: @unchecked Sendable {
                     self.collected.append(data)
                     self.lock.broadcast()
                 }
+                // Not inside the lock above: a wait over several processes reads each one's output under `printed`.
+                Self.printed.withLock { Self.printed.broadcast() }
             },
             ended: { [weak self] in
                 guard let self else { return }
@@ -165,6 +167,22 @@ public final class BackgroundProcess: @unchecked Sendable {
                     self.lock.broadcast()
                 }
             })
+    }
+
+    /// Signalled whenever any background process prints, for a wait over several processes' output.
+    private static let printed = NSCondition()
+
+    /// Waits until `condition` holds, checking it each time any background process prints (no polling), or until
+    /// `timeout` passes; returns whether it holds. For a condition over the output of several processes.
+    public static func waitUntilPrinted(timeout: Duration = .seconds(10), _ condition: () -> Bool) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        return printed.withLock {
+            while !condition() {
+                guard printed.wait(until: deadline) else { return condition() }
+            }
+            return true
+        }
     }
 
     /// Everything the process printed so far.

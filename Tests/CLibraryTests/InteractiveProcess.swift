@@ -90,25 +90,4 @@ extension CLibrary {
             #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"\#(group)","token":"\#(token)"}}"#)
         guard reply.contains("generation") else { throw BuildFailure(output: "SetToken: \(reply)") }
     }
-
-    /// Waits until the daemon at `socket` counts `count` subscriptions of `group`, for at most `timeout`. A
-    /// subscription is registered with no event its app can see, so this asks ListGroups every 20 ms.
-    static func waitForSubscribers(_ count: Int, group: String, socket: String, timeout: Duration = .seconds(10))
-        throws -> Bool
-    {
-        let deadline = ContinuousClock.now + timeout
-        let wanted = #""name":"\#(group)""#
-        while ContinuousClock.now < deadline {
-            let client = try UnixClient(path: socket)
-            let reply = try client.exchange(#"{"method":"com.exponea.Auth.ListGroups"}"#)
-            client.close()
-            if let entry = reply.components(separatedBy: "{").first(where: { $0.contains(wanted) }),
-                entry.contains(#""subscribers":\#(count)"#)
-            {
-                return true
-            }
-            usleep(20_000)
-        }
-        return false
-    }
 }

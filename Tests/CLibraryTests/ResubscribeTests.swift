@@ -15,7 +15,7 @@ struct ResubscribeTests {
         defer { app.stop() }
 
         // Live: once the app's subscription is registered, it hears a token set now.
-        #expect(try CLibrary.waitForSubscribers(1, group: "shop", socket: daemon.socketPath))
+        #expect(daemon.waitForSubscribers("shop", count: 1))
         try CLibrary.setToken(TestJWT().token(expiringIn: 3600), group: "shop", socket: daemon.socketPath)
         #expect(try app.turn() == "refreshed 1")
 
