@@ -42,8 +42,6 @@ public struct Daemon: Sendable {
     public let store: TokenStore
     /// The groups' tokens and their semantics.
     public let service: AuthService
-    /// Who may use which group.
-    public let access: AccessControl
     /// The `com.exponea.Auth` calls, on the service's loop; it counts them for the metrics.
     let dispatcher: AuthCallDispatcher
 
@@ -56,12 +54,10 @@ public struct Daemon: Sendable {
     /// How long a connection with no call in flight may go without sending a whole message.
     public let idleTimeout: Duration
 
-    /// The wall-clock timer armed for the earliest expiry deadline.
-    let timer: WallClockTimer
     /// When the daemon started and became ready, for the metrics.
-    let lifetime: DaemonLifetime
+    let lifetime: LoopBound<DaemonLifetime>
     /// The server's connections and refusals, for the metrics.
-    let connections = ConnectionCounters()
+    let connections: LoopBound<ConnectionCounters>
     private let notifier: ServiceNotifier
     private let logger: Logger
     /// Held for the daemon's life: a second daemon on the same store refuses to start.
@@ -124,7 +120,8 @@ public struct Daemon: Sendable {
         logger: Logger
     ) throws(DaemonError) {
         self.mode = mode
-        self.lifetime = DaemonLifetime(version: Self.version, started: DaemonLifetime.processStart())
+        self.lifetime = LoopBound(
+            handingOver: DaemonLifetime(version: Self.version, started: DaemonLifetime.processStart()), to: executor)
         self.maximumConnections = maximumConnections
         self.maximumConnectionsPerUser =
             maximumConnectionsPerUser ?? Self.defaultMaximumConnectionsPerUser(ofMaximum: maximumConnections)
@@ -147,11 +144,13 @@ public struct Daemon: Sendable {
         } catch {
             throw DaemonError(message: "cannot open the token store in \(paths.stateDirectory): \(error)")
         }
+        let timer: WallClockTimer
         do {
             timer = try WallClockTimer()
         } catch {
             throw DaemonError(message: "cannot create the expiry timer: \(error)")
         }
+        let access: AccessControl
         switch mode {
         case .user:
             access = AccessControl(owner: getuid())
@@ -180,6 +179,7 @@ public struct Daemon: Sendable {
             clock: SystemClock(executor: executor), storeWriters: storeWriters, executor: executor, timer: timer,
             logger: logger)
         dispatcher = AuthCallDispatcher(service: service, access: access, logger: logger)
+        connections = LoopBound(handingOver: ConnectionCounters(), to: executor)
         let groupCount = records.count
         records = []
         // Reading the records left free memory in the arenas of the threads that read them, growing with the
@@ -238,7 +238,7 @@ public struct Daemon: Sendable {
         (
             MetricsInterface.name, MetricsInterface.description,
             MetricsCallHandler(
-                service: service, access: access, dispatcher: dispatcher, connections: connections, lifetime: lifetime)
+                service: service, dispatcher: dispatcher, connections: connections, lifetime: lifetime)
         )
     }
 
@@ -309,6 +309,9 @@ public struct Daemon: Sendable {
         return configuration
     }
 
+    /// Who may use which group now: the dispatcher's, on the loop.
+    func currentAccess() -> AccessControl { dispatcher.onLoop { $0.currentAccess } }
+
     /// Re-reads the access configuration (system mode); a bad file keeps the old one.
     func reload() {
         guard mode == .system else {
@@ -319,7 +322,7 @@ public struct Daemon: Sendable {
         do {
             let policy = try AccessPolicy(directory: configurationDirectory)
             for warning in policy.warnings { logger.warning("\(warning)") }
-            access.replace(with: policy)
+            dispatcher.onLoop { $0.replaceAccessPolicy(with: policy) }
             logger.info("Reloaded the access configuration", metadata: ["authd.groups": "\(policy.rules.count)"])
         } catch {
             logger.error("Keeping the previous access configuration: \(error)")

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-import Synchronization
 
-/// What a ``VarlinkServer`` counts of its connections, for the daemon's metrics: read from any thread.
-public final class ConnectionCounters: Sendable {
+/// What a ``VarlinkServer`` counts of its connections, for the daemon's metrics.
+///
+/// It belongs to the loop's thread, like the servers that count in it: not `Sendable`, so it needs no lock. The
+/// metrics, which run elsewhere in the code but on the same loop, reach it through a `LoopBound`.
+public final class ConnectionCounters {
     /// Why a connection was refused or could not be accepted.
     public enum Refusal: String, CaseIterable, Sendable {
         /// Every connection the server allows was open (`--max-connections`).
@@ -13,25 +15,23 @@ public final class ConnectionCounters: Sendable {
         case noResources
     }
 
-    private let live = Atomic<Int>(0)
-    private let refusals = Mutex<[UInt64]>(Array(repeating: 0, count: Refusal.allCases.count))
+    /// The connections the server holds now: open, or closed while a call of theirs still returns. Counted from
+    /// the connection's making to its release, so a connection that something keeps after it closed shows here.
+    public private(set) var connections = 0
+    private var refusals = [UInt64](repeating: 0, count: Refusal.allCases.count)
 
     public init() {}
 
-    /// The connections the server holds now: open, or closed while a call of theirs still returns. Counted from
-    /// the connection's making to its release, so a connection that something keeps after it closed shows here.
-    public var connections: Int { live.load(ordering: .relaxed) }
-
     /// The refusals of `reason` since the start.
     public func refused(_ reason: Refusal) -> UInt64 {
-        refusals.withLock { $0[Refusal.allCases.firstIndex(of: reason)!] }
+        refusals[Refusal.allCases.firstIndex(of: reason)!]
     }
 
-    func held() { live.add(1, ordering: .relaxed) }
+    func held() { connections += 1 }
 
-    func released() { live.subtract(1, ordering: .relaxed) }
+    func released() { connections -= 1 }
 
     func count(_ reason: Refusal) {
-        refusals.withLock { $0[Refusal.allCases.firstIndex(of: reason)!] += 1 }
+        refusals[Refusal.allCases.firstIndex(of: reason)!] += 1
     }
 }

@@ -60,8 +60,9 @@ public final class VarlinkServer {
         public var idleTimeout: Duration = .seconds(300)
         /// How long a message may take to arrive whole once its first byte has come.
         public var messageTimeout: Duration = .seconds(10)
-        /// Where the server counts its connections and refusals.
-        public var counters = ConnectionCounters()
+        /// Where the server counts its connections and refusals, when they are shared (the metrics read them, and
+        /// two servers may count in one); nil for counters of the server's own.
+        public var counters: LoopBound<ConnectionCounters>?
         /// How long the server stops accepting when accept(2) fails for want of resources (EMFILE, ENFILE,
         /// ENOBUFS, ENOMEM): the waiting clients stay queued and are accepted once descriptors are free.
         public var acceptBackoff: Duration = .milliseconds(250)
@@ -80,6 +81,8 @@ public final class VarlinkServer {
     private let executor: LoopExecutor
     private let logger: Logger
     private let throttle = LogThrottle()
+    /// Where it counts its connections and refusals.
+    private let counters: ConnectionCounters
     private var admission: ConnectionAdmission
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
     private var listener: (descriptor: Int32, source: EventSource, path: String?)?
@@ -99,6 +102,7 @@ public final class VarlinkServer {
         self.loop = loop
         self.executor = executor
         self.logger = logger
+        self.counters = configuration.counters?.value ?? ConnectionCounters()
         self.admission = ConnectionAdmission(
             maximumConnections: configuration.maximumConnections,
             maximumPerUser: configuration.maximumConnectionsPerUser,
@@ -167,7 +171,7 @@ public final class VarlinkServer {
             case EAGAIN, EWOULDBLOCK: return
             case EINTR, ECONNABORTED, EPROTO: continue
             case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                configuration.counters.count(.noResources)
+                counters.count(.noResources)
                 return backOff(errno)
             default:
                 logger.error("Cannot accept a connection: \(String(cString: strerror(errno)))")
@@ -223,7 +227,7 @@ public final class VarlinkServer {
         }
         let connection = ServerConnection(
             descriptor: descriptor, peer: peer, limits: limits, handler: handler, server: self, executor: executor,
-            logger: logger, throttle: throttle, counters: configuration.counters)
+            logger: logger, throttle: throttle, counters: counters)
         do {
             guard let poller else { throw VarlinkServerError(message: "the server is stopped") }
             try connection.start(on: loop, poller: poller)
@@ -243,7 +247,7 @@ public final class VarlinkServer {
     }
 
     private func refused(_ peer: Caller, _ refusal: ConnectionAdmission.Refusal) {
-        configuration.counters.count(refusal.counted)
+        counters.count(refusal.counted)
         let (kind, reason) =
             switch refusal {
             case .serverFull(let limit): ("server-full", "\(limit) are open (--max-connections)")

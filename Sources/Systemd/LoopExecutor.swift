@@ -205,6 +205,13 @@ public struct LoopBound<Value>: @unchecked Sendable {
         self.executor = executor
     }
 
+    /// Binds `value`, made on another thread and held by nothing else (the compiler checks that the caller keeps
+    /// no reference: `sending`), to `executor`'s thread: what the daemon's start-up thread makes for the loop.
+    public init(handingOver value: sending Value, to executor: LoopExecutor) {
+        self.wrapped = value
+        self.executor = executor
+    }
+
     /// The value; traps off the loop's thread.
     public var value: Value {
         executor.checkIsolated()

@@ -23,7 +23,7 @@ struct ConnectionLifetimeTests {
         let loop: TestLoop
         let clock = ManualClock(Date())
         let service: AuthService
-        let counters = ConnectionCounters()
+        let counters: LoopBound<ConnectionCounters>
         let server: LoopBound<VarlinkServer>
         let path: String
         /// The refusals and closings of a thousand connections are not the test's output.
@@ -32,6 +32,8 @@ struct ConnectionLifetimeTests {
         init() async throws {
             let loop = try TestLoop()
             self.loop = loop
+            let counters = LoopBound(handingOver: ConnectionCounters(), to: loop.executor)
+            self.counters = counters
             directory = try TemporaryDirectory(prefix: "authd-lifetime")
             path = directory.appending("io.socket")
             let store = try TokenStore(
@@ -52,8 +54,9 @@ struct ConnectionLifetimeTests {
                     (
                         MetricsInterface.name, MetricsInterface.description,
                         MetricsCallHandler(
-                            service: service, access: access, dispatcher: dispatcher, connections: counters,
-                            lifetime: DaemonLifetime(version: "0", started: .now))
+                            service: service, dispatcher: dispatcher, connections: counters,
+                            lifetime: LoopBound(
+                                handingOver: DaemonLifetime(version: "0", started: .now), to: loop.executor))
                     ),
                 ])
             var configuration = VarlinkServer.Configuration(listen: .path(path, mode: 0o600))
@@ -81,7 +84,7 @@ struct ConnectionLifetimeTests {
         /// leaves it above `count` and the test fails).
         func waitUntilHeld(_ count: Int, timeout: Duration = .seconds(20)) async throws -> Bool {
             let deadline = ContinuousClock.now + timeout
-            while counters.connections != count {
+            while try await loop.run({ [counters] _ in counters.value.connections }) != count {
                 guard ContinuousClock.now < deadline else { return false }
                 try await Task.sleep(for: .milliseconds(10))
             }

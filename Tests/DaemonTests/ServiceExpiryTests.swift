@@ -94,7 +94,7 @@ struct ServiceExpiryTests {
             store: try Self.store(directory), records: [], clock: SystemClock(executor: loop.executor),
             storeWriters: StoreWriters.shared, executor: loop.executor, timer: timer, logger: Logger(label: "test"))
         try await loop.run { mainLoop in
-            try ExpiryTimerSource.watch(timer, on: mainLoop, service: service, logger: Logger(label: "test"))
+            try ExpiryTimerSource.watch(on: mainLoop, service: service, logger: Logger(label: "test"))
         }
         await service.start()
         let events = await service.observeAll()

@@ -1,43 +1,45 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
-import Synchronization
 
 /// Decides whether a caller may use an app group.
 ///
 /// In user mode only the daemon's own user may (its socket is private too); in system mode, root and whom the
 /// ``AccessPolicy`` names. The policy can be replaced while the daemon runs (SIGHUP).
-public final class AccessControl: Sendable {
+///
+/// A value: the daemon's current one is the state of its ``AuthCallDispatcher``, which a reload replaces; the bus
+/// and the metrics ask the dispatcher for it when they decide.
+public struct AccessControl: Sendable {
     private enum Mode {
         case owner(UInt32)
         case policy
     }
 
     private let mode: Mode
-    private let current: Mutex<AccessPolicy>
+    private var policy: AccessPolicy
 
     /// User mode: only `uid` may use any group.
     public init(owner uid: UInt32) {
         mode = .owner(uid)
-        current = Mutex(AccessPolicy())
+        self.policy = AccessPolicy()
     }
 
     /// System mode: root, and the users and groups `policy` names, matched against the caller's own
     /// credentials (see ``AccessPolicy/allows(_:group:)``).
     public init(policy: AccessPolicy) {
         mode = .policy
-        current = Mutex(policy)
+        self.policy = policy
     }
 
     /// Replaces the policy (a reload).
-    public func replace(with policy: AccessPolicy) {
-        current.withLock { $0 = policy }
+    public mutating func replace(with policy: AccessPolicy) {
+        self.policy = policy
     }
 
     /// The refresh lease `authd.conf` sets for `group` (`RefreshLeaseSec=`, system mode), or nil for the
     /// daemon's.
     public func refreshLease(for group: AppGroup) -> Double? {
         guard case .policy = mode else { return nil }
-        return current.withLock { $0.rules[group]?.refreshLease }
+        return policy.rules[group]?.refreshLease
     }
 
     /// Whether `caller` may use every group, present and future: the owner in user mode, root in system mode.
@@ -54,7 +56,6 @@ public final class AccessControl: Sendable {
         case .owner(let uid):
             return caller.uid == uid
         case .policy:
-            let policy = current.withLock { $0 }
             return policy.allows(caller, group: group)
         }
     }

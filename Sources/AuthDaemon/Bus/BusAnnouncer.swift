@@ -55,9 +55,12 @@ public final class BusAnnouncer {
     /// Events kept while the name is not owned yet; older ones are dropped first.
     public static let queueLimit = 4096
 
+    /// The access in force now: the dispatcher's, which a reload replaces.
+    public typealias AccessNow = () -> AccessControl
+
     private let bus: Bus
-    /// Who may use which group, when signals go only to the peers that watch (the system bus).
-    private let access: AccessControl?
+    /// Who may use which group now, when signals go only to the peers that watch (the system bus).
+    private let access: AccessNow?
     private let logger: Logger
     private unowned let loop: MainLoop
     /// The connection of the current attempt, with what hangs on it.
@@ -78,8 +81,9 @@ public final class BusAnnouncer {
     /// Starts connecting, on `loop`'s thread (the calling thread, which runs or will run the loop).
     ///
     /// - Parameter access: nil to broadcast every signal (a user's own bus); otherwise each signal goes only to
-    ///   the peers that watch its group and that `access` lets use it.
-    public init(bus: Bus, access: AccessControl? = nil, loop: MainLoop, logger: Logger) {
+    ///   the peers that watch its group and that the access it returns (asked at each decision, so that a reload
+    ///   applies at once) lets use it.
+    public init(bus: Bus, access: AccessNow? = nil, loop: MainLoop, logger: Logger) {
         self.bus = bus
         self.access = access
         self.logger = logger
@@ -237,11 +241,11 @@ private final class BusWatchers {
     }
 
     private unowned let connection: BusConnection
-    private let access: AccessControl?
+    private let access: BusAnnouncer.AccessNow?
     private let logger: Logger
     private var peers: [String: Peer] = [:]
 
-    init(connection: BusConnection, access: AccessControl?, logger: Logger) {
+    init(connection: BusConnection, access: BusAnnouncer.AccessNow?, logger: Logger) {
         self.connection = connection
         self.access = access
         self.logger = logger
@@ -276,7 +280,7 @@ private final class BusWatchers {
     }
 
     private func watch(_ group: AppGroup, by caller: Caller, sender: String) -> BusMethodReply {
-        guard access?.allows(caller, group) ?? true else {
+        guard access?().allows(caller, group) ?? true else {
             return .error(
                 name: "org.freedesktop.DBus.Error.AccessDenied",
                 message: "uid \(caller.uid) may not use the app group \(group); see exponea-authd.conf(5)")
@@ -305,6 +309,7 @@ private final class BusWatchers {
     /// The unique names of the peers that watch `group` and may use it now.
     func peers(allowedToSee name: String) -> [String] {
         guard let group = try? AppGroup(name) else { return [] }
+        let access = access?()
         return peers.compactMap { sender, peer in
             peer.groups.contains(group) && (access?.allows(peer.caller, group) ?? true) ? sender : nil
         }

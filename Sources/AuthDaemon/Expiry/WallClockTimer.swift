@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import CTimerFD
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -31,7 +30,10 @@ import Synchronization
 ///     }
 /// }
 /// ```
-public final class WallClockTimer: Sendable {
+///
+/// It belongs to one owner on one thread (the daemon's ``AuthService``, on the loop), so it is not `Sendable` and
+/// needs no lock.
+public final class WallClockTimer {
     /// What a readable descriptor meant.
     public enum Outcome: Sendable, Hashable {
         /// The wall clock reached the armed date.
@@ -52,7 +54,7 @@ public final class WallClockTimer: Sendable {
     public let fileDescriptor: Int32
 
     /// The `(seconds, nanoseconds)` last armed, to re-arm after a clock change.
-    private let armed = Mutex<(seconds: Int, nanoseconds: Int)>((noDeadlineSeconds, 0))
+    private var armed = (seconds: noDeadlineSeconds, nanoseconds: 0)
 
     /// Creates the timer, armed with no deadline (watching for clock changes only).
     ///
@@ -76,10 +78,8 @@ public final class WallClockTimer: Sendable {
     /// - Throws: ``WallClockTimerError`` from `timerfd_settime`.
     public func arm(at date: Date?) throws(WallClockTimerError) {
         let value = Self.timespecValue(for: date)
-        try armed.withLock { armed throws(WallClockTimerError) in
-            try settime(value)
-            armed = value
-        }
+        try settime(value)
+        armed = value
     }
 
     /// Takes what made ``fileDescriptor`` readable: ``Outcome/fired`` or ``Outcome/clockChanged``, or nil when
@@ -99,7 +99,7 @@ public final class WallClockTimer: Sendable {
                 return nil
             case ECANCELED:
                 // The kernel stops reporting clock changes until the timer is armed again.
-                try armed.withLock { armed throws(WallClockTimerError) in try settime(armed) }
+                try settime(armed)
                 return .clockChanged
             default:
                 throw WallClockTimerError(call: "read", errno: code)

@@ -141,7 +141,7 @@ public final class DaemonLifecycle {
     private func becameReady(_ daemon: Daemon) {
         guard !isStopping else { return }
         isReady = true
-        daemon.lifetime.becameReady()
+        daemon.lifetime.value.becameReady()
         let (groups, withToken) = daemon.service.onLoop { $0.groupCounts() }
         let status = daemon.statusLine(clients: server?.connectionCount ?? 0)
         var metadata = OperatorEvent.ready.metadata { Logger.MetadataValue.string($0) }
@@ -189,10 +189,10 @@ public final class DaemonLifecycle {
     private func attachBusAndExpiry(_ daemon: Daemon, _ server: VarlinkServer) {
         do {
             // On the system bus a signal goes only to the peers that may use its group.
+            let access: BusAnnouncer.AccessNow? = daemon.mode == .system ? { daemon.currentAccess() } : nil
             announcer = BusAnnouncer(
-                bus: daemon.mode == .system ? .system : .user, access: daemon.mode == .system ? daemon.access : nil,
-                loop: loop, logger: logger)
-            try ExpiryTimerSource.watch(daemon.timer, on: loop, service: daemon.service, logger: logger)
+                bus: daemon.mode == .system ? .system : .user, access: access, loop: loop, logger: logger)
+            try ExpiryTimerSource.watch(on: loop, service: daemon.service, logger: logger)
         } catch {
             failure = DaemonError(message: "cannot watch the bus or the expiry timer: \(error)")
             stop()

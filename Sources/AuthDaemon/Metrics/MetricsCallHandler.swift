@@ -2,7 +2,7 @@
 import AuthCore
 import AuthProtocol
 import AuthTransport
-import Synchronization
+import Systemd
 
 #if canImport(Glibc)
     import Glibc
@@ -20,11 +20,10 @@ import Synchronization
 /// calls, connections, store and daemon are the whole daemon's.
 struct MetricsCallHandler: VarlinkCallHandler {
     let service: AuthService
-    let access: AccessControl
-    /// The `com.exponea.Auth` calls' handler, which counts them.
+    /// The `com.exponea.Auth` calls' handler, which counts them and holds the access in force.
     let dispatcher: AuthCallDispatcher
-    let connections: ConnectionCounters
-    let lifetime: DaemonLifetime
+    let connections: LoopBound<ConnectionCounters>
+    let lifetime: LoopBound<DaemonLifetime>
 
     func dispatch(_ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
         do {
@@ -60,6 +59,7 @@ struct MetricsCallHandler: VarlinkCallHandler {
     /// Every figure `caller` may see, as framed replies.
     private func list(for caller: Caller) async -> [UInt8] {
         var writer = MetricsReplyWriter()
+        let access = dispatcher.onLoop { $0.currentAccess }
         if access.allowsEveryGroup(caller) {
             await service.writeMetrics(&writer) { _ in true }
         } else {
@@ -77,12 +77,14 @@ struct MetricsCallHandler: VarlinkCallHandler {
                 name: MetricFamily.denials.name, fields: [("method", method?.rawValue ?? "unknown")],
                 value: .unsigned(count))
         }
+        let connections = connections.value
         writer.append(name: MetricFamily.connections.name, value: .unsigned(UInt64(connections.connections)))
         for reason in ConnectionCounters.Refusal.allCases {
             writer.append(
                 name: MetricFamily.connectionsRefused.name, fields: [("reason", reason.rawValue)],
                 value: .unsigned(connections.refused(reason)))
         }
+        let lifetime = lifetime.value
         if let startup = lifetime.startupSeconds {
             writer.append(name: MetricFamily.startupDuration.name, value: .double(startup))
         }
@@ -102,11 +104,13 @@ struct MetricsCallHandler: VarlinkCallHandler {
     }
 }
 
-/// When the daemon started and how long its start took, for the metrics.
-final class DaemonLifetime: Sendable {
+/// When the daemon started and how long its start took, for the metrics. It belongs to the loop, which marks it
+/// ready and whose metrics read it: not `Sendable`, so it needs no lock.
+final class DaemonLifetime {
     let version: String
     private let started: ContinuousClock.Instant
-    private let ready = Mutex<Double?>(nil)
+    /// Seconds from the start to ready; nil until ready.
+    private(set) var startupSeconds: Double?
 
     /// - Parameter started: When the process started (``processStart()``).
     init(version: String, started: ContinuousClock.Instant) {
@@ -132,13 +136,9 @@ final class DaemonLifetime: Sendable {
     /// Seconds since the start.
     var uptimeSeconds: Double { Self.seconds(started.duration(to: .now)) }
 
-    /// Seconds from the start to ready; nil until ready.
-    var startupSeconds: Double? { ready.withLock { $0 } }
-
     /// The daemon is ready (its socket is served and its service started).
     func becameReady() {
-        let seconds = uptimeSeconds
-        ready.withLock { if $0 == nil { $0 = seconds } }
+        if startupSeconds == nil { startupSeconds = uptimeSeconds }
     }
 
     private static func seconds(_ duration: Duration) -> Double {

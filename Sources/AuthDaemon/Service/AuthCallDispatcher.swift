@@ -29,7 +29,8 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     private let service: AuthService
-    private let access: AccessControl
+    /// Who may use which group, replaced by a reload.
+    private var access: AccessControl
     private let logger: Logger
     /// The connections that claimed a refresh at some point, so that only their closing goes to the service:
     /// most connections never claim.
@@ -50,6 +51,12 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { service.unownedExecutor }
+
+    /// Who may use which group now.
+    var currentAccess: AccessControl { access }
+
+    /// Replaces the access policy (a reload): the next call of every connection is decided by it.
+    func replaceAccessPolicy(with policy: AccessPolicy) { access.replace(with: policy) }
 
     /// The calls answered so far, by method and result: each pair counted at least once.
     func callCounts() -> [(method: CallCounters.Method, result: CallCounters.Result, count: UInt64)] {
@@ -263,7 +270,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
             let group = try checked(parameters.group, caller)
             // Noted before the claim, so that a close racing the grant still ends it.
             _ = onLoop { $0.claimants.insert(connection) }
-            let lease = access.refreshLease(for: group) ?? service.refreshLease
+            let lease = onLoop { $0.access.refreshLease(for: group) } ?? service.refreshLease
             let granted = await service.claimRefresh(
                 group, generation: parameters.generation, holder: connection.rawValue,
                 renew: parameters.renew ?? false, lease: lease)
@@ -279,6 +286,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .listGroups:
             _ = try call.parameters(EmptyPayload.self)
+            let access = onLoop { $0.access }
             let visible = await service.summaries().filter { summary in
                 (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
             }
@@ -286,6 +294,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .countGroups:
             _ = try call.parameters(EmptyPayload.self)
+            let access = onLoop { $0.access }
             if access.allowsEveryGroup(caller) {
                 try replies.send(Self.countGroupsReply(await service.groupCounts()))
                 return

@@ -165,6 +165,21 @@ public actor AuthService {
         deliver(events, atStart: true)
     }
 
+    /// The expiry timer's descriptor, for the loop to watch (``ExpiryTimerSource``); nil when the service has no
+    /// timer.
+    public var expiryTimerDescriptor: Int32? { timer?.fileDescriptor }
+
+    /// The expiry timer's descriptor is readable: the timer fired, or the wall clock was set.
+    ///
+    /// - Throws: ``WallClockTimerError`` when the timer cannot be read or re-armed.
+    public func expiryTimerReadable() throws(WallClockTimerError) {
+        switch try timer?.readEvent() {
+        case .fired?: expiryTimerFired()
+        case .clockChanged?: wallClockChanged()
+        case nil: break
+        }
+    }
+
     /// The wall-clock timer fired: sends the events that are due and re-arms.
     public func expiryTimerFired() {
         deliver(expiry.fireDue(now: clock.now))
