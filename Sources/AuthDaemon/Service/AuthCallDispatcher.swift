@@ -83,12 +83,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     /// ``AuthService/onLoop(_:)`` does. The calls that run later run their nonisolated code on the loop (the
     /// connection's task prefers its executor), and enter here for the dispatcher's state without a hop.
     nonisolated func onLoop<T>(_ body: (isolated AuthCallDispatcher) throws -> T) rethrows -> T {
-        service.executor.checkIsolated()
-        typealias Isolated = (isolated AuthCallDispatcher) throws -> T
-        typealias Plain = (AuthCallDispatcher) throws -> T
-        return try withoutActuallyEscaping(body) { (body: @escaping Isolated) throws -> T in
-            try unsafeBitCast(body, to: Plain.self)(self)
-        }
+        try service.executor.enter(self, body)
     }
 
     private func dispatchInTurn(

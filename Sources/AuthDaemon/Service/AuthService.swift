@@ -122,23 +122,12 @@ public actor AuthService {
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    /// Runs `body` in the actor's isolation, synchronously, from a callback of its loop; traps on another thread.
-    ///
-    /// It does what `assumeIsolated` does, with the loop's own thread test as the check. `assumeIsolated` first
-    /// asks the runtime for the current executor and compares executor identities (a dynamic cast and several
-    /// runtime calls). On the loop's thread outside a job, that lookup ends in the same thread test, and
-    /// GetToken, the hottest call, would pay it on every call (`authd-bench --only counting` shows the cost).
-    /// `withoutActuallyEscaping` allocates a context for a closure that captures, on each call: the hottest path
-    /// enters through ``getTokenReplyOnLoop(for:encode:)`` instead.
+    /// Runs `body` in the actor's isolation, synchronously, from a callback of its loop; traps on another thread
+    /// (``LoopExecutor/enter(_:_:)``: `assumeIsolated` with the loop's own thread test, which GetToken, the hottest
+    /// call, would otherwise pay the runtime's executor lookup for). The hottest path enters through
+    /// ``getTokenReplyOnLoop(for:encode:)``, whose function captures nothing.
     public nonisolated func onLoop<T>(_ body: (isolated AuthService) throws -> T) rethrows -> T {
-        executor.checkIsolated()
-        // As the standard library's assumeIsolated: a function of an isolated parameter has the same
-        // representation as one of a plain parameter.
-        typealias Isolated = (isolated AuthService) throws -> T
-        typealias Plain = (AuthService) throws -> T
-        return try withoutActuallyEscaping(body) { (body: @escaping Isolated) throws -> T in
-            try unsafeBitCast(body, to: Plain.self)(self)
-        }
+        try executor.enter(self, body)
     }
 
     /// ``getTokenReply(for:encode:)`` from a callback of the loop, as ``onLoop(_:)`` would run it, without the
