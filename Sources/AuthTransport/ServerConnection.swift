@@ -87,7 +87,7 @@ final class ServerConnection {
         self.executor = executor
         self.logger = logger
         self.throttle = throttle
-        self.state = VarlinkConnectionStateMachine(limits: limits, now: .now)
+        self.state = VarlinkConnectionStateMachine(limits: limits, now: MonotonicInstant.now)
         self.counters = counters
         counters.held()
     }
@@ -147,7 +147,7 @@ final class ServerConnection {
     /// Dispatches the calls whose turn it is while the connection has room for them, then writes the replies.
     private func process() {
         guard !isClosed else { return }
-        let now = ContinuousClock.now
+        let now = MonotonicInstant.now
         processing = true
         do {
             while let message = try state.nextCall(now: now) {
@@ -281,12 +281,12 @@ final class ServerConnection {
     // MARK: Timeouts
 
     private func armTimer() {
-        timer?.schedule(after: max(.zero, state.deadline - .now))
+        timer?.schedule(after: max(.zero, state.deadline - MonotonicInstant.now))
     }
 
     private func checkTimeouts() {
         guard !isClosed else { return }
-        switch state.timeout(now: .now) {
+        switch state.timeout(now: MonotonicInstant.now) {
         case .slowMessage:
             closeNoticed("slow-message", "Closing a connection whose message does not arrive whole")
         case .idle:

@@ -37,11 +37,11 @@ struct VarlinkConnectionStateMachine {
     private var closesOnceWritten = false
     private(set) var isClosed = false
     /// When the last whole message arrived (or the connection opened, or a busy connection's idle time ran out).
-    private var lastMessage: ContinuousClock.Instant
+    private var lastMessage: MonotonicInstant
     /// When the first byte of a message still incomplete arrived.
-    private var partialSince: ContinuousClock.Instant?
+    private var partialSince: MonotonicInstant?
 
-    init(limits: ConnectionLimits, now: ContinuousClock.Instant) {
+    init(limits: ConnectionLimits, now: MonotonicInstant) {
         self.limits = limits
         self.decoder = VarlinkFrameDecoder(maximumMessageSize: limits.maximumMessageSize)
         self.lastMessage = now
@@ -61,7 +61,7 @@ struct VarlinkConnectionStateMachine {
     /// The caller dispatches it, then says ``answered(size:)`` or ``startedRunning()``.
     ///
     /// - Throws: ``VarlinkFramingError`` when the peer sent a message past the bound; the connection must close.
-    mutating func nextCall(now: ContinuousClock.Instant) throws(VarlinkFramingError) -> [UInt8]? {
+    mutating func nextCall(now: MonotonicInstant) throws(VarlinkFramingError) -> [UInt8]? {
         while !isBlocked, let message = try decoder.nextMessage() {
             lastMessage = now
             callsInFlight += 1
@@ -95,7 +95,7 @@ struct VarlinkConnectionStateMachine {
     /// part, and marks a connection whose peer ended its input to close once its replies are written.
     ///
     /// - Returns: whether ``deadline`` moved.
-    mutating func endTurn(now: ContinuousClock.Instant) -> Bool {
+    mutating func endTurn(now: MonotonicInstant) -> Bool {
         if isBlocked {
             paused = !isClosed
             // What is buffered waits for room: the peer is not late.
@@ -175,7 +175,7 @@ struct VarlinkConnectionStateMachine {
     // MARK: Timeouts
 
     /// When ``timeout(now:)`` has something to say: the idle timeout, or sooner a message's bound.
-    var deadline: ContinuousClock.Instant {
+    var deadline: MonotonicInstant {
         var deadline = lastMessage + limits.idleTimeout
         if let partialSince { deadline = min(deadline, partialSince + limits.messageTimeout) }
         return deadline
@@ -191,7 +191,7 @@ struct VarlinkConnectionStateMachine {
 
     /// What the time says at `now`: nil while the connection may stay open (arm the timer for ``deadline``
     /// again). A connection with a call in flight (a subscription, a wait) is busy, however quiet.
-    mutating func timeout(now: ContinuousClock.Instant) -> Timeout? {
+    mutating func timeout(now: MonotonicInstant) -> Timeout? {
         if let partialSince, now >= partialSince + limits.messageTimeout { return .slowMessage }
         if now >= lastMessage + limits.idleTimeout {
             guard callsInFlight > 0 else { return .idle }

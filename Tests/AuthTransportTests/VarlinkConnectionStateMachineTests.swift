@@ -9,7 +9,7 @@ import Testing
 @Suite("Varlink connection state machine")
 struct VarlinkConnectionStateMachineTests {
     /// Any instant: the machine reads no clock, so the tests' times are this plus what they say.
-    let start = ContinuousClock.now
+    let start = MonotonicInstant(nanoseconds: 1_000_000_000)
 
     /// The machine under test, in a class so that `#expect` may call its mutating methods.
     final class Harness {
@@ -20,7 +20,7 @@ struct VarlinkConnectionStateMachineTests {
         func append(_ message: [UInt8]) -> Bool { state.append(message) }
         func resumeIfRoom() -> Bool { state.resumeIfRoom() }
         func nextWaitingCall() -> [UInt8]? { state.nextWaitingCall() }
-        func endTurn(now: ContinuousClock.Instant) -> Bool { state.endTurn(now: now) }
+        func endTurn(now: MonotonicInstant) -> Bool { state.endTurn(now: now) }
     }
 
     func machine(_ limits: ConnectionLimits = ConnectionLimits()) -> Harness {
@@ -34,7 +34,7 @@ struct VarlinkConnectionStateMachineTests {
     }
 
     /// Every call whose turn it is now, each answered at once.
-    static func answerAll(_ machine: Harness, now: ContinuousClock.Instant) throws
+    static func answerAll(_ machine: Harness, now: MonotonicInstant) throws
         -> [String]
     {
         var methods: [String] = []
