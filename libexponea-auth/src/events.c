@@ -147,7 +147,11 @@ static void run_refresh(exponea_auth *a, exponea_auth_refresh *refresh) {
         a->dispatching = outer;
         token[EXPONEA_AUTH_TOKEN_MAX] = 0;
         if (outcome == EXPONEA_AUTH_REFRESH_SUPPLIED) {
-                if (exponea_auth_set_token(a, token, NULL) < 0) release_claim(a);
+                /* Kept for exponea_auth_get_refresh_error(): the handler has returned, so only a later read can
+                 * tell the app that its token was not stored. */
+                a->supplied_error = exponea_auth_set_token(a, token, NULL);
+                a->supplied_generation = generation;
+                if (a->supplied_error < 0) release_claim(a);
                 a->refreshing = NEVER;
         } else if (outcome != EXPONEA_AUTH_REFRESH_PENDING) {
                 release_claim(a);
@@ -464,6 +468,12 @@ int exponea_auth_renew_refresh(exponea_auth *a) {
         int granted = claim_call(a, a->claim, a->claim_generation, true, NULL);
         if (granted == 0) end_claim(a);
         return granted;
+}
+
+int exponea_auth_get_refresh_error(exponea_auth *a, uint64_t *ret_generation) {
+        if (!a) return -EINVAL;
+        if (ret_generation) *ret_generation = a->supplied_generation;
+        return a->supplied_error;
 }
 
 const char *exponea_auth_refresh_get_reason(const exponea_auth_refresh *r) { return r ? r->reason : NULL; }

@@ -118,6 +118,10 @@ struct exponea_auth {
         uint64_t claim_generation;
         /* The generation this app's handler still works on (EXPONEA_AUTH_REFRESH_PENDING), or NEVER. */
         uint64_t refreshing;
+        /* The outcome of the library's set of the last token a refresh handler supplied, and the generation it
+         * refreshed (NEVER before the first): exponea_auth_get_refresh_error(). */
+        int supplied_error;
+        uint64_t supplied_generation;
         /* The last generation the subscription told of (its state, a new token, a clear), or NEVER before the
          * first subscription: a subscription made again compares the group's generation with it. */
         uint64_t heard;
