@@ -15,20 +15,7 @@
 /* A subscription refused (this user may not use the group, too many subscribers): asked again, but rarely. */
 #define BACKOFF_REFUSED (30 * USEC_PER_SEC)
 
-bool on_loop_thread(exponea_auth *a) {
-        return atomic_load_explicit(&a->loop_started, memory_order_acquire) &&
-               pthread_equal(a->loop_thread, pthread_self());
-}
-
-static void become_loop_thread(exponea_auth *a) {
-        if (atomic_load_explicit(&a->loop_started, memory_order_acquire)) return;
-        a->loop_thread = pthread_self();
-        atomic_store_explicit(&a->loop_started, true, memory_order_release);
-}
-
-int events_fd(const exponea_auth *a) { return a->subscription == SUBSCRIPTION_ON ? a->events->fd : -1; }
-
-void refresh_free(exponea_auth_refresh *r) {
+static void refresh_free(exponea_auth_refresh *r) {
         if (!r) return;
         for (size_t i = 0; i < r->id_count; i++) {
                 free(r->keys[i]);
@@ -324,7 +311,7 @@ static bool handle_message(exponea_auth *a, char *text, size_t length) {
         return true;
 }
 
-int events_service(exponea_auth *a) {
+static int events_service(exponea_auth *a) {
         int handled = 0;
         if (a->subscription == SUBSCRIPTION_WAITING && now_usec() >= a->reconnect_at) {
                 subscribe_now(a);
@@ -347,8 +334,28 @@ int events_service(exponea_auth *a) {
         return handled;
 }
 
-int events_start(exponea_auth *a) {
-        become_loop_thread(a);
+/* The loop hooks (loop.c): how a blocking call on the loop thread serves events while it waits. The subscription's
+ * descriptor while subscribed, else -1, and when one in back-off is made again. */
+static int events_watch(const exponea_auth *a, uint64_t *ret_wake_at) {
+        *ret_wake_at = a->subscription == SUBSCRIPTION_WAITING ? a->reconnect_at : NEVER;
+        return a->subscription == SUBSCRIPTION_ON ? a->events->fd : -1;
+}
+
+/* This app stored a token (exponea_auth_set_token() on the loop thread): its claim on an older one has ended; the
+ * daemon ended it already. */
+static void token_stored(exponea_auth *a, uint64_t generation) {
+        if (a->claim && a->claim_generation < generation) {
+                connection_close(a->claim);
+                a->claim = NULL;
+        }
+        if (a->refreshing < generation) a->refreshing = NEVER;
+}
+
+static const loop_hooks hooks = {.watch = events_watch, .service = events_service, .token_stored = token_stored};
+
+/* Makes this thread the loop thread (once) and starts the subscription. */
+static int events_start(exponea_auth *a) {
+        become_loop_thread(a, &hooks);
         if (!on_loop_thread(a)) return -EBUSY;
         if (a->epoll_fd < 0) {
                 a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
