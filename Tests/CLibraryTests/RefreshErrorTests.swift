@@ -6,15 +6,18 @@ import Testing
 /// A token the refresh handler supplies (EXPONEA_AUTH_REFRESH_SUPPLIED) is set by the library after the handler
 /// has returned, so the handler cannot see that set fail; `exponea_auth_get_refresh_error` tells the app
 /// afterwards (issue 38, part 2). `tests/refresh-error.c` has its handler supply a malformed token, which the
-/// daemon refuses, then a valid one for an expired token.
+/// daemon refuses, then a valid one for an expired token. On each architecture: arm64 and armhf under qemu-user,
+/// against the native daemon.
 @Suite("libexponea-auth: the set of a token a refresh handler supplied", .offPool)
 struct RefreshErrorTests {
-    @Test func theAppLearnsThatTheTokenItsHandlerSuppliedWasNotStored() throws {
+    @Test(arguments: Architecture.allCases)
+    func theAppLearnsThatTheTokenItsHandlerSuppliedWasNotStored(on architecture: Architecture) throws {
         let daemon = try DaemonUnderTest()
         let jwt = TestJWT()
         let valid = jwt.token(expiringIn: 3600)
+        let program = try CLibrary.testProgram("refresh-error", for: architecture)
         let run = try ChildProcess.run(
-            try CLibrary.testProgram("refresh-error"), [daemon.socketPath, "shop"],
+            program.executable, program.arguments([daemon.socketPath, "shop"]),
             input: jwt.token(expiringIn: -60) + "\n" + valid + "\n")
         #expect(run.status == 0, "\(run.standardError)")
         let lines = run.standardOutput.split(separator: "\n").map(String.init)
