@@ -34,12 +34,17 @@ failed += crashed
 device = [m for l in lines if (m := re.match(r"^device: (\d+) passed, (\d+) failed", l))]
 device_passed, device_failed = (int(device[-1][1]), int(device[-1][2])) if device else (0, 0)
 
-total_passed = xctest_run - xctest_failed - xctest_skipped + passed + device_passed
-total_failed = xctest_failed + failed + device_failed
+# scripts/test's packages of the C library for the devices' architectures: one check each.
+packages = [m for l in lines if (m := re.match(r"^packages: (\d+) passed, (\d+) failed", l))]
+packages_passed, packages_failed = (int(packages[-1][1]), int(packages[-1][2])) if packages else (0, 0)
+
+total_passed = xctest_run - xctest_failed - xctest_skipped + passed + device_passed + packages_passed
+total_failed = xctest_failed + failed + device_failed + packages_failed
 total_skipped = xctest_skipped + skipped
 print(
     f"XCTest: {xctest_run} run, {xctest_failed} failed; Swift Testing: {passed} passed, {failed} failed, {skipped} skipped"
     + (f"; device: {device_passed} passed, {device_failed} failed" if device else "")
+    + (f"; packages: {packages_passed} passed, {packages_failed} failed" if packages else "")
     + (f"; {crashed} test process{'es' if crashed > 1 else ''} crashed (counted as failed)" if crashed else "")
 )
 print(f"{total_passed} passed, {total_failed} failed" + (f", {total_skipped} skipped" if total_skipped else ""))

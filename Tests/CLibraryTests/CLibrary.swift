@@ -42,6 +42,41 @@ enum CLibrary {
         return buildDirectory + "/examples/" + name
     }
 
+    /// The library and its examples built for a device's architecture with its cross compiler
+    /// (`.build/libexponea-auth-ARCH`): both architectures' outcomes, made once, when first asked for.
+    private static let crossBuilt: [Architecture: Result<Void, BuildFailure>] = Dictionary(
+        uniqueKeysWithValues: Architecture.cross.map { architecture in
+            do {
+                try architecture.requireToolchain()
+                let make = try BackgroundProcess(
+                    "/usr/bin/env",
+                    [
+                        "make", "-C", source, "CC=\(architecture.compiler)",
+                        "BUILD=\(buildDirectory)-\(architecture)", "all", "examples",
+                    ])
+                let ended = make.waitForExit(timeout: .seconds(300))
+                let status = make.stop()
+                _ = make.waitForOutput(timeout: .seconds(5)) { _ in false }  // read to its end
+                return (architecture, ended && status == 0 ? .success(()) : .failure(BuildFailure(output: make.output)))
+            } catch {
+                return (architecture, .failure(BuildFailure(output: "\(error)")))
+            }
+        })
+
+    /// A C example, built for `architecture`: how to run it. A device's runs under qemu-user, with the library
+    /// built beside it.
+    static func example(_ name: String, for architecture: Architecture) throws -> TestProgram {
+        guard let emulator = architecture.emulator else {
+            return TestProgram(executable: try example(name), prefix: [])
+        }
+        try architecture.requireToolchain()
+        try crossBuilt[architecture]?.get()
+        let directory = "\(buildDirectory)-\(architecture)"
+        return TestProgram(
+            executable: emulator.path,
+            prefix: ["-L", emulator.root, "-E", "LD_LIBRARY_PATH=\(directory)", directory + "/examples/" + name])
+    }
+
     /// A script of `libexponea-auth/examples`.
     static func script(_ name: String) -> String { source + "/examples/" + name }
 
@@ -172,10 +207,14 @@ final class ExampleApp {
     let name: String
     let process: BackgroundProcess
 
-    /// `poll-app shop PORT [arguments...]`.
-    static func poll(_ arguments: [String], daemon: DaemonUnderTest, backend: TestBackend) throws -> ExampleApp {
-        try ExampleApp(
-            "poll-app", CLibrary.example("poll-app"), ["shop", "\(backend.port)"] + arguments, daemon: daemon)
+    /// `poll-app shop PORT [arguments...]`, built for `architecture` (a device's runs under qemu-user).
+    static func poll(
+        _ arguments: [String], daemon: DaemonUnderTest, backend: TestBackend, on architecture: Architecture = .native
+    ) throws -> ExampleApp {
+        let program = try CLibrary.example("poll-app", for: architecture)
+        return try ExampleApp(
+            "poll-app", program.executable, program.arguments(["shop", "\(backend.port)"] + arguments),
+            daemon: daemon)
     }
 
     /// `events-app shop [arguments...]`: prints the group's events as its handlers see them.

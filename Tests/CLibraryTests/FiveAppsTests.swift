@@ -4,7 +4,8 @@ import Foundation
 import Testing
 
 /// Five `poll-app`s of one group against the real daemon and the test backend: one fetch per expiry for all of
-/// them, a claimant that dies replaced at once, and the current token on every request.
+/// them, a claimant that dies replaced at once, and the current token on every request. The five-app run is made on
+/// each architecture: arm64 and armhf apps under qemu-user, against the native daemon.
 @Suite("libexponea-auth: five apps of one group", .offPool)
 struct FiveAppsTests {
     /// A line `refresh for generation G (REASON): fetched`: G and REASON.
@@ -15,14 +16,17 @@ struct FiveAppsTests {
         return (String(match.output.1), String(match.output.2))
     }
 
-    @Test func oneFetchPerExpiryAndEveryRequestAnsweredWithTheCurrentToken() throws {
+    @Test(arguments: Architecture.allCases)
+    func oneFetchPerExpiryAndEveryRequestAnsweredWithTheCurrentToken(on architecture: Architecture) throws {
         let daemon = try DaemonUnderTest()
         // Tokens valid for 63 s: each is in its last minute 2-3 s after it was minted, and the daemon asks the
         // group for the next one (expiredSoon). 240 requests 50 ms apart make a run of 12 s or more: four or so
         // expiries, with requests close enough together that some carry a token the backend has just superseded
         // (minted its successor) before the daemon has it.
         let backend = try TestBackend(lifetime: 63)
-        let apps = try (0..<5).map { _ in try ExampleApp.poll(["240", "50"], daemon: daemon, backend: backend) }
+        let apps = try (0..<5).map { _ in
+            try ExampleApp.poll(["240", "50"], daemon: daemon, backend: backend, on: architecture)
+        }
         let statuses = apps.map { $0.waitForExit(timeout: .seconds(90)) }
 
         // (c) The stream is strict: it answers 401 to any token but the newest one it minted. Every request ended

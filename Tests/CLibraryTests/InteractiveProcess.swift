@@ -11,6 +11,11 @@ final class InteractiveProcess {
     private let output: Int32
     private var buffer: [UInt8] = []
 
+    /// Starts `program` with `arguments`.
+    convenience init(_ program: TestProgram, _ arguments: [String]) throws {
+        try self.init(program.executable, program.arguments(arguments))
+    }
+
     init(_ executable: String, _ arguments: [String]) throws {
         let input = try SpawnPipe()
         let output = try SpawnPipe()
@@ -66,22 +71,6 @@ final class InteractiveProcess {
 }
 
 extension CLibrary {
-    /// A test program of `libexponea-auth/tests`, built from the library's sources.
-    static func testProgram(_ name: String) throws -> String {
-        try build()
-        let binary = buildDirectory + "/" + name
-        let sources = try FileManager.default.contentsOfDirectory(atPath: source + "/src")
-            .filter { $0.hasSuffix(".c") }.map { source + "/src/" + $0 }
-        let compile = try ChildProcess.run(
-            "/usr/bin/cc",
-            [
-                "-g", "-O1", "-D_GNU_SOURCE", "-I", source + "/include", "-I", source + "/src",
-                source + "/tests/\(name).c", "-o", binary, "-lpthread",
-            ] + sources)
-        guard compile.status == 0 else { throw BuildFailure(output: compile.standardError) }
-        return binary
-    }
-
     /// Sets `group`'s token through the daemon at `socket`.
     static func setToken(_ token: String, group: String, socket: String) throws {
         let client = try UnixClient(path: socket)

@@ -6,12 +6,15 @@ import Testing
 /// A token set while an app's subscription is down (the daemon restarted, and another app set a token before this
 /// one subscribed again) still reaches the app's token-refreshed handler: every app hears every new token (R6;
 /// issue 38). The token is set during the gap through a second daemon on the same store and another socket, which
-/// the app never sees, so the gap is certain.
+/// the app never sees, so the gap is certain. On each architecture: arm64 and armhf under qemu-user, against the
+/// native daemon.
 @Suite("libexponea-auth: a token set while the subscription is down", .offPool)
 struct ResubscribeTests {
-    @Test func theAppHearsATokenSetWhileItWasAway() throws {
+    @Test(arguments: Architecture.allCases)
+    func theAppHearsATokenSetWhileItWasAway(on architecture: Architecture) throws {
         let daemon = try DaemonUnderTest()
-        let app = try InteractiveProcess(try CLibrary.testProgram("resubscribe"), [daemon.socketPath, "shop"])
+        let app = try InteractiveProcess(
+            try CLibrary.testProgram("resubscribe", for: architecture), [daemon.socketPath, "shop"])
         defer { app.stop() }
 
         // Live: once the app's subscription is registered, it hears a token set now.

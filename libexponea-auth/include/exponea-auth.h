@@ -186,10 +186,11 @@ int exponea_auth_set_cleared_handler(exponea_auth *auth, exponea_auth_cleared_ha
 
 /* Runs when the group's token must be refreshed, in one app of the group only (R28): the app that claims the
  * refresh. The claim dies with the process. To supply the token at once, write it NUL-terminated into `token`
- * (`size` bytes, EXPONEA_AUTH_TOKEN_MAX + 1) and return EXPONEA_AUTH_REFRESH_SUPPLIED; return
- * EXPONEA_AUTH_REFRESH_NONE when the fetch failed (the claim is released), or EXPONEA_AUTH_REFRESH_PENDING when
- * it goes on. A request for a refresh that came before the handler was set is handed to it at once. Loop
- * thread (all four). */
+ * (`size` bytes, EXPONEA_AUTH_TOKEN_MAX + 1) and return EXPONEA_AUTH_REFRESH_SUPPLIED: the library sets it once the
+ * handler has returned, and when that fails, releases the claim and keeps the error for
+ * exponea_auth_get_refresh_error(). Return EXPONEA_AUTH_REFRESH_NONE when the fetch failed (the claim is
+ * released), or EXPONEA_AUTH_REFRESH_PENDING when it goes on. A request for a refresh that came before the handler
+ * was set is handed to it at once. Loop thread (all four). */
 typedef int (*exponea_auth_refresh_handler_t)(exponea_auth *auth, const exponea_auth_refresh *refresh, char *token,
                                               size_t size, void *userdata);
 int exponea_auth_set_refresh_handler(exponea_auth *auth, exponea_auth_refresh_handler_t handler, void *userdata);
@@ -205,6 +206,15 @@ int exponea_auth_release_refresh(exponea_auth *auth);
 /* Extends this app's claim by another lease, for a slow fetch. Returns 1 when extended, 0 when the claim had
  * ended (a token was set, or its lease ran out and another app holds it). */
 int exponea_auth_renew_refresh(exponea_auth *auth);
+
+/* The outcome of the library's set of the token the refresh handler last supplied (EXPONEA_AUTH_REFRESH_SUPPLIED):
+ * 0 when it was stored, or when no handler has supplied one yet; else the negative code exponea_auth_set_token()
+ * gave for it (-EBADMSG when it is not a stream JWT, -EIO when the store could not be written, or an error of
+ * reaching the daemon), and the claim was released, so that the next request is claimed. `ret_generation`, when
+ * not NULL, gets the generation that handler refreshed (EXPONEA_AUTH_NO_GENERATION when none supplied a token
+ * yet). Read it once exponea_auth_process() or exponea_auth_wait() has returned, or in the handler's next run;
+ * the next token supplied replaces it. Since libexponea-auth 1.1. Loop thread. */
+int exponea_auth_get_refresh_error(exponea_auth *auth, uint64_t *ret_generation);
 
 /* The refresh's fields, read inside the handler (the loop thread). Why the token must be refreshed: "notProvided",
  * "invalid", "expired", "expiredSoon", "insufficient" or a reason a later daemon adds. */

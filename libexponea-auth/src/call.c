@@ -54,18 +54,21 @@ void reply_done(exponea_auth *a, reply *r, bool failed) {
         r->connection = NULL;
 }
 
-/* Waits for the reply in poll(2), handling the client's own events meanwhile: a call made on the loop thread that
- * waits by design (a token the handler sets, a flush this app must confirm). */
-static int receive_serving_events(exponea_auth *a, connection *c, uint64_t deadline, char **ret, size_t *length) {
+/* Waits for the reply in poll(2), handling the client's own events meanwhile through the events layer's `loop`
+ * hooks: a call made on the loop thread that waits by design (a token the handler sets, a flush this app must
+ * confirm). */
+static int receive_serving_events(exponea_auth *a, const loop_hooks *loop, connection *c, uint64_t deadline,
+                                  char **ret, size_t *length) {
         for (;;) {
                 if (connection_next(c, ret, length)) return 0;
-                int events = events_fd(a);
+                uint64_t wake_at = NEVER;
+                int events = loop->watch(a, &wake_at);
                 struct pollfd fds[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = events, .events = POLLIN}};
                 int timeout = poll_timeout(deadline);
                 if (timeout == 0) return -ETIMEDOUT;
                 /* A subscription in back-off is tried again within the wait. */
-                if (events < 0 && a->subscription == SUBSCRIPTION_WAITING) {
-                        int until = poll_timeout(a->reconnect_at);
+                if (events < 0 && wake_at != NEVER) {
+                        int until = poll_timeout(wake_at);
                         if (until < timeout) timeout = until;
                 }
                 int n = poll(fds, events >= 0 ? 2 : 1, timeout);
@@ -75,7 +78,7 @@ static int receive_serving_events(exponea_auth *a, connection *c, uint64_t deadl
                         if (r == 0) return -ECONNRESET;
                         if (r < 0 && r != -EAGAIN) return r;
                 }
-                events_service(a);
+                loop->service(a);
         }
 }
 
@@ -83,7 +86,8 @@ int call(exponea_auth *a, const jbuf *message, uint64_t extra_wait, bool serve_e
         r->connection = NULL;
         r->parameters = -1;
         uint64_t deadline = deadline_after(a->call_timeout + extra_wait);
-        serve_events = serve_events && on_loop_thread(a) && !a->dispatching;
+        /* Served only on the loop thread, and not from inside a handler (no handler runs inside another). */
+        const loop_hooks *loop = serve_events && !a->dispatching ? loop_here(a) : NULL;
         for (int attempt = 0;; attempt++) {
                 connection *c;
                 bool reused;
@@ -93,8 +97,8 @@ int call(exponea_auth *a, const jbuf *message, uint64_t extra_wait, bool serve_e
                 size_t length = 0;
                 result = connection_send(c, message->data, message->length, deadline);
                 if (result == 0)
-                        result = serve_events ? receive_serving_events(a, c, deadline, &text, &length)
-                                              : connection_receive(c, deadline, &text, &length);
+                        result = loop ? receive_serving_events(a, loop, c, deadline, &text, &length)
+                                      : connection_receive(c, deadline, &text, &length);
                 /* An idle connection the daemon closed when it restarted, found before any reply came. Every other
                  * idle connection is as old, so they go too, and the call is made again on a new connection, which
                  * waits for a restarting daemon within the unavailable bound. The request may have reached the old

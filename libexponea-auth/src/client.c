@@ -72,6 +72,7 @@ int exponea_auth_open(exponea_auth **ret, const char *group, const char *socket_
         a->coalesce = true;
         a->refreshing = NEVER;
         a->heard = NEVER;
+        a->supplied_generation = NEVER;
         a->backoff = 100 * USEC_PER_MSEC;
         pthread_mutex_init(&a->idle_lock, NULL);
         int r = find_socket(socket_path, &a->socket_path, &a->trust);

@@ -15,20 +15,7 @@
 /* A subscription refused (this user may not use the group, too many subscribers): asked again, but rarely. */
 #define BACKOFF_REFUSED (30 * USEC_PER_SEC)
 
-bool on_loop_thread(exponea_auth *a) {
-        return atomic_load_explicit(&a->loop_started, memory_order_acquire) &&
-               pthread_equal(a->loop_thread, pthread_self());
-}
-
-static void become_loop_thread(exponea_auth *a) {
-        if (atomic_load_explicit(&a->loop_started, memory_order_acquire)) return;
-        a->loop_thread = pthread_self();
-        atomic_store_explicit(&a->loop_started, true, memory_order_release);
-}
-
-int events_fd(const exponea_auth *a) { return a->subscription == SUBSCRIPTION_ON ? a->events->fd : -1; }
-
-void refresh_free(exponea_auth_refresh *r) {
+static void refresh_free(exponea_auth_refresh *r) {
         if (!r) return;
         for (size_t i = 0; i < r->id_count; i++) {
                 free(r->keys[i]);
@@ -147,7 +134,11 @@ static void run_refresh(exponea_auth *a, exponea_auth_refresh *refresh) {
         a->dispatching = outer;
         token[EXPONEA_AUTH_TOKEN_MAX] = 0;
         if (outcome == EXPONEA_AUTH_REFRESH_SUPPLIED) {
-                if (exponea_auth_set_token(a, token, NULL) < 0) release_claim(a);
+                /* Kept for exponea_auth_get_refresh_error(): the handler has returned, so only a later read can
+                 * tell the app that its token was not stored. */
+                a->supplied_error = exponea_auth_set_token(a, token, NULL);
+                a->supplied_generation = generation;
+                if (a->supplied_error < 0) release_claim(a);
                 a->refreshing = NEVER;
         } else if (outcome != EXPONEA_AUTH_REFRESH_PENDING) {
                 release_claim(a);
@@ -320,7 +311,7 @@ static bool handle_message(exponea_auth *a, char *text, size_t length) {
         return true;
 }
 
-int events_service(exponea_auth *a) {
+static int events_service(exponea_auth *a) {
         int handled = 0;
         if (a->subscription == SUBSCRIPTION_WAITING && now_usec() >= a->reconnect_at) {
                 subscribe_now(a);
@@ -343,8 +334,28 @@ int events_service(exponea_auth *a) {
         return handled;
 }
 
-int events_start(exponea_auth *a) {
-        become_loop_thread(a);
+/* The loop hooks (loop.c): how a blocking call on the loop thread serves events while it waits. The subscription's
+ * descriptor while subscribed, else -1, and when one in back-off is made again. */
+static int events_watch(const exponea_auth *a, uint64_t *ret_wake_at) {
+        *ret_wake_at = a->subscription == SUBSCRIPTION_WAITING ? a->reconnect_at : NEVER;
+        return a->subscription == SUBSCRIPTION_ON ? a->events->fd : -1;
+}
+
+/* This app stored a token (exponea_auth_set_token() on the loop thread): its claim on an older one has ended; the
+ * daemon ended it already. */
+static void token_stored(exponea_auth *a, uint64_t generation) {
+        if (a->claim && a->claim_generation < generation) {
+                connection_close(a->claim);
+                a->claim = NULL;
+        }
+        if (a->refreshing < generation) a->refreshing = NEVER;
+}
+
+static const loop_hooks hooks = {.watch = events_watch, .service = events_service, .token_stored = token_stored};
+
+/* Makes this thread the loop thread (once) and starts the subscription. */
+static int events_start(exponea_auth *a) {
+        become_loop_thread(a, &hooks);
         if (!on_loop_thread(a)) return -EBUSY;
         if (a->epoll_fd < 0) {
                 a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -464,6 +475,12 @@ int exponea_auth_renew_refresh(exponea_auth *a) {
         int granted = claim_call(a, a->claim, a->claim_generation, true, NULL);
         if (granted == 0) end_claim(a);
         return granted;
+}
+
+int exponea_auth_get_refresh_error(exponea_auth *a, uint64_t *ret_generation) {
+        if (!a) return -EINVAL;
+        if (ret_generation) *ret_generation = a->supplied_generation;
+        return a->supplied_error;
 }
 
 const char *exponea_auth_refresh_get_reason(const exponea_auth_refresh *r) { return r ? r->reason : NULL; }

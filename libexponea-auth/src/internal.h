@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The client's parts, shared by the library's files; nothing here is exported (the version script). */
+/* The client's parts, shared by the library's files; nothing here is exported (the version script).
+ *
+ * The files call one way, each only those above it here: json.c and errors.c (leaves); connection.c (a socket
+ * to the daemon); loop.c (the loop thread, and the events layer's hooks); call.c (one call); token.c and
+ * clear.c (the calls of the API); events.c (the subscription, the claim, the handlers); client.c (open and
+ * close). `make -C libexponea-auth check-layers` fails when a file calls one below it in a circle. */
 #pragma once
 
 #include <pthread.h>
@@ -90,15 +95,19 @@ struct exponea_auth {
         connection *idle[IDLE_MAX];
         unsigned idle_count;
 
-        /* Events: the loop thread's alone. */
+        /* The loop thread (loop.c), and the hooks its events layer registered. */
         atomic_bool loop_started;
         pthread_t loop_thread;
+        const struct loop_hooks *loop;
+        /* A handler runs on the loop thread: a blocking call made from it does not serve events. */
+        bool dispatching;
+
+        /* Events: the loop thread's alone. */
         int epoll_fd;
         subscription_state subscription;
         connection *events;
         uint64_t reconnect_at;
         uint64_t backoff;
-        bool dispatching;
 
         exponea_auth_refresh_handler_t refresh_handler;
         void *refresh_userdata;
@@ -118,6 +127,10 @@ struct exponea_auth {
         uint64_t claim_generation;
         /* The generation this app's handler still works on (EXPONEA_AUTH_REFRESH_PENDING), or NEVER. */
         uint64_t refreshing;
+        /* The outcome of the library's set of the last token a refresh handler supplied, and the generation it
+         * refreshed (NEVER before the first): exponea_auth_get_refresh_error(). */
+        int supplied_error;
+        uint64_t supplied_generation;
         /* The last generation the subscription told of (its state, a new token, a clear), or NEVER before the
          * first subscription: a subscription made again compares the group's generation with it. */
         uint64_t heard;
@@ -125,6 +138,26 @@ struct exponea_auth {
         char *pending_flushes[8];
         unsigned pending_flush_count;
 };
+
+/* ---- loop.c: the loop thread ---- */
+
+/* What the events layer registers when the loop thread starts: how the calls beneath it serve the client's events
+ * while they wait on the loop thread, and tell it of a token stored, without calling it by name. */
+typedef struct loop_hooks {
+        /* The descriptor to poll for the client's events, or -1; `*ret_wake_at` gets when `service` must run
+         * without one (a subscription to make again), or NEVER. */
+        int (*watch)(const exponea_auth *a, uint64_t *ret_wake_at);
+        /* Handles what is ready, without blocking; returns 1 when something was handled. */
+        int (*service)(exponea_auth *a);
+        /* This app stored a token of `generation`: its claims on older ones have ended. */
+        void (*token_stored)(exponea_auth *a, uint64_t generation);
+} loop_hooks;
+
+bool on_loop_thread(const exponea_auth *a);
+/* Makes this thread the loop thread, with `hooks`, unless a thread already is. */
+void become_loop_thread(exponea_auth *a, const loop_hooks *hooks);
+/* The hooks, when called on the loop thread; NULL elsewhere or before it started. */
+const loop_hooks *loop_here(const exponea_auth *a);
 
 /* ---- call.c: one call, on an idle connection or a new one. ---- */
 
@@ -154,22 +187,10 @@ int client_connect(exponea_auth *a, connection **ret);
 
 /* ---- events.c ---- */
 
-bool on_loop_thread(exponea_auth *a);
-/* Makes this thread the loop thread (once) and starts the subscription. */
-int events_start(exponea_auth *a);
-/* Handles what is ready, without blocking; returns 1 when something was handled. */
-int events_service(exponea_auth *a);
-/* The subscription's descriptor while subscribed, else -1. */
-int events_fd(const exponea_auth *a);
+/* Frees the client's events: its subscription, claim, pending refresh and flushes (exponea_auth_close()). */
 void events_free(exponea_auth *a);
-void refresh_free(exponea_auth_refresh *r);
 
 /* ---- errors.c ---- */
 
 /* The negative code of a Varlink error name. */
 int error_from_varlink(const char *name, size_t length);
-
-/* ---- token.c ---- */
-
-/* Copies the string at `index` of the reply into `buffer`; returns its length. */
-int copy_token(const reply *r, int index, char *buffer, size_t size);

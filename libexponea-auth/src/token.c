@@ -6,7 +6,8 @@
 
 #include "internal.h"
 
-int copy_token(const reply *r, int index, char *buffer, size_t size) {
+/* Copies the string at `index` of the reply into `buffer`; returns its length. */
+static int copy_token(const reply *r, int index, char *buffer, size_t size) {
         if (json_is(&r->doc, index, JSON_NULL) || index < 0) return -ENOKEY;
         if (!buffer) return -EINVAL;
         return json_string(&r->doc, index, buffer, size);
@@ -154,13 +155,8 @@ int exponea_auth_set_token(exponea_auth *a, const char *token, uint64_t *ret_gen
         reply_done(a, &r, false);
         if (ret_generation) *ret_generation = generation;
         /* This app's claim on an older token has ended; the daemon ended it already. */
-        if (on_loop_thread(a)) {
-                if (a->claim && a->claim_generation < generation) {
-                        connection_close(a->claim);
-                        a->claim = NULL;
-                }
-                if (a->refreshing < generation) a->refreshing = NEVER;
-        }
+        const loop_hooks *loop = loop_here(a);
+        if (loop) loop->token_stored(a, generation);
         return 0;
 }
 
