@@ -15,6 +15,8 @@ import LoopHarness
 /// on a disk, with one and 8 clients; beside the floor: the same file operations done by the benchmark itself
 /// on the same file system, with as many threads. Then the same writes through the daemon's `AuthService` in
 /// this process, 8 groups at once, on store pools of 1 to 8 threads: how many threads the daemon's pool needs.
+/// Last, with the store on tmpfs, the CPU time of the loop's thread alone per SetToken, beside the loop thread of
+/// the C server shaped as the daemon: what the daemon's loop does for a write, apart from the writes.
 struct DurabilityBenchmark {
     let settings: BenchSettings
     init(_ settings: BenchSettings) { self.settings = settings }
@@ -57,6 +59,7 @@ struct DurabilityBenchmark {
                     value: ThroughputBenchmark.format(shapedRate), baseline: ThroughputBenchmark.format(floorRate),
                     ratio: ratio(shapedRate, floorRate)))
         }
+        try loopCPU(report, tokens)
         let writers = 8
         let floorRate = Self.floorRate(floorDirectory, threads: writers, seconds: duration)
         for threads in [1, 2, 4, 8] {
@@ -69,6 +72,50 @@ struct DurabilityBenchmark {
                     value: ThroughputBenchmark.format(rate), baseline: ThroughputBenchmark.format(floorRate),
                     ratio: ratio(rate, floorRate)))
         }
+    }
+
+    /// The loop thread's CPU time per SetToken, one client, the store on tmpfs: the daemon's beside the C server's
+    /// shaped as the daemon (when there is a C compiler).
+    private func loopCPU(_ report: Report, _ tokens: [String]) throws {
+        let calls = settings.pick(full: 20_000, brief: 500)
+        let daemon = try settings.newDaemon("setcpu")
+        try daemon.start()
+        defer { daemon.stop() }
+        let daemonCPU = try Self.loopCPUPerCall(daemon.socketPath, daemon.pid, tokens, calls: calls)
+        let socket = daemon.directory + "/shaped-tmpfs.socket"
+        let shaped = try ClientBenchmark.compileC(
+            "c-durable-server", PackageResources.c_durable_server_c, into: daemon.directory
+        ).map {
+            try FloorServer.start(
+                $0, [socket, try settings.scratch.folder("setcpu-shaped"), "64", "\(StoreWriters.defaultThreadCount)"],
+                listeningOn: socket)
+        }
+        defer { shaped?.terminate() }
+        let shapedCPU = try shaped.map { try Self.loopCPUPerCall(socket, $0.processIdentifier, tokens, calls: calls) }
+        report.add(
+            .init(
+                measure:
+                    "Loop thread CPU per SetToken, store on tmpfs, 1 client (beside: the C server shaped as the daemon)",
+                value: String(format: "%.1f µs", daemonCPU / 1000),
+                baseline: shapedCPU.map { String(format: "%.1f µs", $0 / 1000) } ?? "",
+                ratio: shapedCPU.map { ratio(daemonCPU, $0) } ?? ""))
+    }
+
+    /// The nanoseconds the main thread of `process` (its loop) ran per SetToken, over `calls` calls from one
+    /// client after a warm-up (`/proc/PID/task/PID/schedstat`).
+    static func loopCPUPerCall(_ socket: String, _ process: Int32, _ tokens: [String], calls: Int) throws -> Double {
+        let requests = tokens.map { Requests.setToken("cpu", $0) }
+        let connection = try UnixStream(connectingTo: socket)
+        for index in 0..<100 { try connection.call(requests[index % requests.count]) }
+        let before = threadCPU(process, thread: process)
+        for index in 0..<calls { try connection.call(requests[index % requests.count]) }
+        return Double(threadCPU(process, thread: process) - before) / Double(calls)
+    }
+
+    /// The nanoseconds thread `thread` of `process` has run (`/proc/PID/task/TID/schedstat`, its first field).
+    static func threadCPU(_ process: Int32, thread: Int32) -> Int64 {
+        let text = (try? String(contentsOfFile: "/proc/\(process)/task/\(thread)/schedstat", encoding: .utf8)) ?? ""
+        return text.split(separator: " ").first.flatMap { Int64($0) } ?? 0
     }
 
     /// SetToken calls per second through an `AuthService` in this process whose store writes run on a pool of
