@@ -23,7 +23,7 @@ def test_one_fetch_per_expiry_and_every_request_answered_with_the_current_token(
         apps = [await App.start(APP, ["shop", str(backend.port), "160", "50"], daemon, f"app {i}") for i in range(5)]
         statuses = [await app.exit(timeout=120) for app in apps]
         for app, status in zip(apps, statuses):
-            assert status == 0, app.output
+            assert status == 0, f"{app.name} exited {status}: " + str([l for l in app.lines if not l.endswith(": 200")])
         return apps
 
     apps = asyncio.run(run())

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The clients against the real daemon: the calls, bad input raising Error with the documented errno, no token in
+any output, no thread started, and a daemon restart under an asyncio app."""
+import asyncio
+import errno
+import os
+import threading
+
+import pytest
+
+import exponea_auth
+from conftest import TOKEN_HEADER, mint
+
+
+@pytest.fixture(autouse=True)
+def _socket(daemon, monkeypatch):
+    monkeypatch.setenv("EXPONEA_AUTHD_SOCKET", daemon.socket)
+
+
+def test_the_sync_client_sets_gets_and_checks_the_token(daemon):
+    token = mint()
+    with exponea_auth.Client("shop") as auth:
+        assert auth.socket_path == daemon.socket
+        assert auth.get_token() is None
+        check = auth.preflight()
+        assert (check.state, check.token, check.generation) == (exponea_auth.State.NOT_PROVIDED, None, 0)
+        generation = auth.set_token(token)
+        assert generation == 1
+        got = auth.get_token()
+        assert (got.value, got.generation) == (token, 1)
+        header = auth.auth_header()
+        assert (header.value, header.generation) == ("Bearer " + token, 1)
+        assert auth.preflight().state == exponea_auth.State.VALID
+        # Neither str() nor repr() shows it.
+        for text in (str(got), repr(got), repr(header), repr(auth.preflight())):
+            assert TOKEN_HEADER not in text and "hidden" in text
+        assert auth.report_response(200, b"{}", 1) is None
+        auth.clear_local_customer_data()
+        assert auth.get_token() is None
+    with pytest.raises(exponea_auth.Error) as raised:
+        auth.get_token()
+    assert raised.value.errno == errno.EBADF
+
+
+def test_the_sync_request_helper_retries_a_401_once_with_the_token_the_handler_fetched(daemon):
+    sent: list[str | None] = []
+
+    class Response:
+        def __init__(self, status: int) -> None:
+            self.status_code, self.content = status, b'{"token_expired": false}'
+
+    def send(authorization):
+        sent.append(authorization)
+        return Response(401 if len(sent) == 1 else 200)
+
+    with exponea_auth.Client("shop") as auth:
+        first = auth.set_token(mint())
+        fresh = mint(7200)
+        refreshes = []
+
+        @auth.set_refresh_handler
+        def fetch(refresh):
+            refreshes.append((refresh.reason, refresh.generation, refresh.lease > 0))
+            return fresh
+
+        response = auth.request(send)
+        assert response.status_code == 200
+        assert sent[1] == "Bearer " + fresh and len(sent) == 2
+        assert refreshes == [("invalid", first, True)]
+        assert auth.get_token().generation == first + 1
+
+
+@pytest.mark.parametrize("group", ["", ".hidden", "shop!", "a" * 129, "sh op", "nul\0byte"])
+def test_a_bad_group_name_raises_EINVAL(group):
+    with pytest.raises(exponea_auth.Error) as raised:
+        exponea_auth.Client(group)
+    assert raised.value.errno == errno.EINVAL
+    assert isinstance(raised.value, OSError)
+    assert raised.value.function == "exponea_auth_open"
+
+
+def test_bad_input_raises_Error_with_the_documented_errno(daemon, workdir):
+    with exponea_auth.Client("shop") as auth:
+        for bad in ("not a jwt", "a.b", "x" * 20000, mint() + "\0tail"):
+            with pytest.raises(exponea_auth.Error) as raised:
+                auth.set_token(bad)
+            assert raised.value.errno == errno.EBADMSG, bad[:20]
+            assert bad not in str(raised.value)
+        assert auth.get_token() is None  # nothing stored
+        with pytest.raises(exponea_auth.Error) as raised:
+            auth.wait_for_token(0, 6)  # past the 5 s bound
+        assert raised.value.errno == errno.EINVAL
+        with pytest.raises(exponea_auth.Error) as raised:
+            auth.flush_done()  # no flush pending
+        assert raised.value.errno == errno.ENOENT
+        with pytest.raises(TypeError):
+            auth.set_token(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(exponea_auth.Error) as raised:
+        exponea_auth.Client("shop", call_timeout=-1)
+    assert raised.value.errno == errno.EINVAL
+    # A socket path too long for a Unix socket fails the first call.
+    with exponea_auth.Client("shop", socket="/" + "x" * 200) as auth:
+        with pytest.raises(exponea_auth.Error) as raised:
+            auth.get_token()
+        assert raised.value.errno == errno.ENAMETOOLONG
+    # No daemon on the socket: ENOENT once the unavailable timeout (0 here) has passed.
+    with exponea_auth.Client("shop", socket=str(workdir / "none.socket"), unavailable_timeout=0) as auth:
+        with pytest.raises(exponea_auth.Error) as raised:
+            auth.get_token()
+        assert raised.value.errno in (errno.ENOENT, errno.ECONNREFUSED)
+        assert "exponea_auth_get_token" in str(raised.value)
+
+
+def test_an_asyncio_app_starts_no_thread_and_hears_tokens_through_its_loop(daemon):
+    before = threading.active_count(), sorted(os.listdir("/proc/self/task"))
+
+    async def run() -> list[int]:
+        heard: list[int] = []
+        async with exponea_auth.AsyncClient("shop") as auth, exponea_auth.AsyncClient("shop") as other:
+            events = auth.token_refreshes()
+            cleared = asyncio.get_running_loop().create_future()
+            auth.set_cleared_handler(lambda cause: cleared.set_result(cause))
+            for _ in range(3):
+                generation = await other.set_token(mint())
+                event = await asyncio.wait_for(events.__anext__(), 10)
+                heard.append(event.generation)
+                assert event.generation == generation
+                # Nothing of the package runs on a thread of its own, now that it has subscribed and handled
+                # events.
+                assert (threading.active_count(), sorted(os.listdir("/proc/self/task"))) == before
+            await other.clear_local_customer_data()
+            assert await asyncio.wait_for(cleared, 10) == "clearLocalCustomerData"
+            assert await auth.get_token() is None
+        return heard
+
+    assert asyncio.run(run()) == [1, 2, 3]
+    assert (threading.active_count(), sorted(os.listdir("/proc/self/task"))) == before
+
+
+def test_an_asyncio_app_lives_through_a_daemon_restart(daemon):
+    async def run() -> None:
+        async with exponea_auth.AsyncClient("shop") as auth:
+            events = auth.token_refreshes()
+            with exponea_auth.Client("shop") as setter:
+                first = setter.set_token(mint())
+            assert (await asyncio.wait_for(events.__anext__(), 10)).generation == first
+
+            daemon.stop()  # SIGKILL, and waited for
+            daemon.start()  # waits for its READY=1
+            # The app's client subscribes again by itself, through its loop; a token set meanwhile is heard once it
+            # has.
+            with exponea_auth.Client("shop") as setter:
+                second = setter.set_token(mint())
+            assert second == first + 1  # the store survived the restart
+            assert (await asyncio.wait_for(events.__anext__(), 10)).generation == second
+            token = await auth.get_token()
+            assert token is not None and token.generation == second
+
+    asyncio.run(run())
+
+
+def test_an_asyncio_refresh_handler_coroutine_is_claimed_and_its_token_set(daemon):
+    async def run() -> None:
+        async with exponea_auth.AsyncClient("shop") as auth:
+            started = asyncio.Event()
+            release = asyncio.Event()
+            fresh = mint()
+
+            @auth.set_refresh_handler
+            async def fetch(refresh: exponea_auth.Refresh) -> str:
+                assert refresh.reason == "notProvided"
+                started.set()
+                await release.wait()  # the fetch goes on while the loop runs
+                return fresh
+
+            check = await auth.preflight()  # no token: the group asks for one, and this app claims it
+            assert check.state == exponea_auth.State.NOT_PROVIDED
+            await asyncio.wait_for(started.wait(), 10)
+            assert await auth.get_token() is None
+            release.set()
+            token = await auth.wait_for_token(0, 5)
+            assert token is not None and token.value == fresh
+
+    asyncio.run(run())
