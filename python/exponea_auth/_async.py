@@ -307,9 +307,13 @@ class AsyncClient:
             return token
         if not (status == 401 or (status == 403 and sent_generation is None)):
             return None
-        after = self._call(self._client.generation)
-        if sent_generation is not None:
-            after = max(after, sent_generation)
+        if sent_generation is None:
+            # The request carried no token: the current one, if set meanwhile, else one past this generation.
+            token, after = self._call(self._client._token_and_generation)
+            if token is not None:
+                return token
+        else:
+            after = sent_generation
         return await self.wait_for_token(after, self._retry_wait)
 
     async def set_token(self, token: str) -> int:

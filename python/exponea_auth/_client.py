@@ -166,14 +166,14 @@ class Client:
             return None
         return Token(self._take(buffer, _check(r, "exponea_auth_get_token")), generation.value)
 
-    def generation(self) -> int:
-        """The group's generation: its token's, or that of the change that left it without one."""
+    def _token_and_generation(self) -> tuple[Token | None, int]:
+        """The group's token (``None``: none) and its generation, or that of the change that left it without one."""
         buffer = ctypes.create_string_buffer(_lib.BUFFER_SIZE)
         generation = ctypes.c_uint64()
         r = self._lib.exponea_auth_get_token(self._h(), buffer, _lib.BUFFER_SIZE, ctypes.byref(generation))
-        if r != -errno.ENOKEY:
-            self._take(buffer, _check(r, "exponea_auth_get_token"))
-        return generation.value
+        if r == -errno.ENOKEY:
+            return None, generation.value
+        return Token(self._take(buffer, _check(r, "exponea_auth_get_token")), generation.value), generation.value
 
     def preflight(self) -> Preflight:
         """The check before a stream request: the token to send (even an expired one) and its state. When the

@@ -30,3 +30,9 @@ def test_the_asyncio_example_retries_a_403_and_a_401_with_the_token_its_handler_
     assert stats["fetchesPerGeneration"] == {"0": 1, "1": 1}
     assert stats["rejectedOnPurpose"] == 1 and stats["accepted"] == 2
     assert TOKEN_HEADER not in app.output
+
+
+def test_the_readme_shows_the_example_app_as_it_is():
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    shown = readme.split("## A complete asyncio app", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert shown == (EXAMPLES / "asyncio_app.py").read_text()
