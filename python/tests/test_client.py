@@ -182,3 +182,17 @@ def test_an_asyncio_refresh_handler_coroutine_is_claimed_and_its_token_set(daemo
             assert token is not None and token.value == fresh
 
     asyncio.run(run())
+
+
+def test_the_package_under_test_is_the_one_meant():
+    # scripts/python-test names the install it tests (the source tree, pip's, the Debian package's).
+    expected = os.environ.get("EXPONEA_AUTH_EXPECTED_PATH")
+    if expected is None:
+        pytest.skip("EXPONEA_AUTH_EXPECTED_PATH is not set")
+    assert os.path.dirname(os.path.realpath(exponea_auth.__file__)) == os.path.realpath(expected)
+    library = os.environ.get("EXPONEA_AUTH_LIBRARY")
+    with exponea_auth.Client("shop") as auth:
+        auth.get_token()
+    with open("/proc/self/maps") as maps:
+        loaded = {line.split()[-1] for line in maps if "libexponea-auth" in line}
+    assert loaded == {os.path.realpath(library)}, loaded
