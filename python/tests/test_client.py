@@ -196,3 +196,30 @@ def test_the_package_under_test_is_the_one_meant():
     with open("/proc/self/maps") as maps:
         loaded = {line.split()[-1] for line in maps if "libexponea-auth" in line}
     assert loaded == {os.path.realpath(library)}, loaded
+
+
+def test_a_coroutine_flush_handler_is_awaited_before_another_app_clears_the_group(daemon):
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        async with exponea_auth.AsyncClient("shop") as auth:
+            steps: list[str] = []
+            cleared = loop.create_future()
+
+            @auth.set_flush_handler
+            async def flush() -> None:
+                steps.append("flush started")
+                await asyncio.sleep(0)  # the flush goes on in the loop: other tasks run meanwhile
+                steps.append("flush done")
+
+            auth.set_cleared_handler(lambda cause: cleared.set_result(cause))
+            await auth.set_token(mint())
+            # Another app anonymizes: its call blocks until every app has flushed, so it runs on a thread of the
+            # test's (the package starts none), while this app's flush runs in this loop.
+            with exponea_auth.Client("shop") as other:
+                result = await loop.run_in_executor(None, other.anonymize)
+            assert (result.asked, result.unconfirmed) == (1, [])
+            assert await asyncio.wait_for(cleared, 10) == "anonymize"
+            assert steps == ["flush started", "flush done"]
+            assert await auth.get_token() is None
+
+    asyncio.run(run())
