@@ -202,7 +202,8 @@ class AsyncClient:
     def _refresh_started(self, task: asyncio.Task[Any]) -> None:
         """A coroutine refresh handler runs: its claim is renewed at half its lease until it ends."""
         assert self._loop is not None
-        lease = self._pending_lease
+        refresh = self._client._refresh
+        lease = refresh.lease if refresh else 0.0
         renewal: list[asyncio.TimerHandle] = []
 
         def renew() -> None:
@@ -239,8 +240,6 @@ class AsyncClient:
 
         task.add_done_callback(ended)
 
-    _pending_lease = 0.0
-
     def _flush_ended(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
@@ -275,8 +274,14 @@ class AsyncClient:
         return self._call(self._client.auth_header)
 
     async def wait_for_token(self, after: int, timeout: float) -> Token | None:
-        """Waits, in the loop, at most ``timeout`` seconds for a token of a generation newer than ``after``;
-        ``None`` when none came in time."""
+        """Waits, in the loop, at most ``timeout`` seconds (at most 5) for a token of a generation newer than
+        ``after``; ``None`` when none came in time.
+
+        Raises:
+            Error: ``EINVAL`` for a timeout past 5 s.
+        """
+        if not 0 <= timeout <= 5:
+            raise Error(errno.EINVAL, "a wait for a token is 0 to 5 s", "exponea_auth_wait_for_token")
         self._attach()
         loop = self._loop
         assert loop is not None
@@ -374,16 +379,7 @@ class AsyncClient:
         """Sets the refresh handler, run in the one app of the group that claims the refresh: a function or a
         coroutine function that returns the token, or ``None`` when the fetch failed. Usable as a decorator."""
         self._attach()
-        if handler is not None and inspect.iscoroutinefunction(handler):
-            coroutine_handler = handler
-
-            def start(refresh: Refresh) -> Any:
-                self._pending_lease = refresh.lease
-                return coroutine_handler(refresh)
-
-            self._client.set_refresh_handler(start)
-        else:
-            self._client.set_refresh_handler(handler)
+        self._client.set_refresh_handler(handler)
         self._arm()
         return handler
 

@@ -92,6 +92,8 @@ class Client:
         self._flush_handler: Callable[[], Any] | None = None
         self._cleared_handler: Callable[[str], Any] | None = None
         self._token_refreshed_handler: Callable[[int], Any] | None = None
+        # The refresh the handler runs for (the last one).
+        self._refresh: Refresh | None = None
         # While True, a flush asked of this app is confirmed at once: it flushed already (AsyncClient.anonymize).
         self._flushed_already = False
         try:
@@ -437,6 +439,7 @@ class Client:
             reason = lib.exponea_auth_refresh_get_reason(refresh)
             request = Refresh(reason.decode() if reason else "", lib.exponea_auth_refresh_get_generation(refresh),
                               lib.exponea_auth_refresh_get_lease(refresh) / 1_000_000, ids)
+            self._refresh = request
             handler = self._refresh_handler
             if handler is None:
                 return _lib.REFRESH_NONE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 
 TOKEN_MAX = 16384
@@ -94,7 +95,13 @@ def library() -> ctypes.CDLL:
     compiler, which costs tens of milliseconds."""
     global _library
     if _library is None:
-        lib = ctypes.CDLL(os.environ.get("EXPONEA_AUTH_LIBRARY") or "libexponea-auth.so.1")
+        path = os.environ.get("EXPONEA_AUTH_LIBRARY") or "libexponea-auth.so.1"
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as error:
+            from ._types import Error
+
+            raise Error(errno.ENOENT, f"cannot load {path} (install libexponea-auth1): {error}", "dlopen") from None
         for name, (restype, argtypes) in _SIGNATURES.items():
             function = getattr(lib, name)
             function.restype, function.argtypes = restype, argtypes

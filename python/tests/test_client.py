@@ -223,3 +223,26 @@ def test_a_coroutine_flush_handler_is_awaited_before_another_app_clears_the_grou
             assert await auth.get_token() is None
 
     asyncio.run(run())
+
+
+def test_a_missing_library_raises_Error_ENOENT(workdir):
+    import subprocess
+    import sys
+
+    code = ("import errno, exponea_auth\n"
+            "try:\n    exponea_auth.Client('shop')\n"
+            "except exponea_auth.Error as error:\n    print(errno.errorcode[error.errno], error.function)\n")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "EXPONEA_AUTH_LIBRARY": str(workdir / "none.so")},
+                         capture_output=True, text=True, check=True).stdout
+    assert out == "ENOENT dlopen\n"
+
+
+def test_the_asyncio_client_refuses_a_wait_past_5_s_with_EINVAL(daemon):
+    async def run() -> None:
+        async with exponea_auth.AsyncClient("shop") as auth:
+            with pytest.raises(exponea_auth.Error) as raised:
+                await auth.wait_for_token(0, 6)
+            assert raised.value.errno == errno.EINVAL
+            assert await auth.wait_for_token(0, 0) is None  # no token, and none came
+
+    asyncio.run(run())
