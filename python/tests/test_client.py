@@ -246,3 +246,51 @@ def test_the_asyncio_client_refuses_a_wait_past_5_s_with_EINVAL(daemon):
             assert await auth.wait_for_token(0, 0) is None  # no token, and none came
 
     asyncio.run(run())
+
+
+class _AiohttpLikeResponse:
+    """aiohttp's shape: .status, and a coroutine read()."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self._body = status, body
+
+    async def read(self) -> bytes:
+        return self._body
+
+
+class _HttpxLikeResponse:
+    """httpx's and requests' shape: .status_code and .content."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code, self.content = status, body
+
+
+@pytest.mark.parametrize("shape", [_AiohttpLikeResponse, _HttpxLikeResponse])
+def test_the_asyncio_request_helper_reports_a_401_and_retries_once_with_the_fetched_token(daemon, shape):
+    async def run() -> None:
+        async with exponea_auth.AsyncClient("shop") as auth:
+            first = await auth.set_token(mint())
+            fresh = mint(7200)
+            reasons: list[str] = []
+
+            @auth.set_refresh_handler
+            async def fetch(refresh: exponea_auth.Refresh) -> str:
+                reasons.append(refresh.reason)
+                await asyncio.sleep(0)
+                return fresh
+
+            sent: list[str | None] = []
+
+            async def send(authorization: str | None):
+                sent.append(authorization)
+                # The stream refuses every request once, whatever it carries, and the retry too: no third one.
+                return shape(401, b'{"token_expired": true}') if len(sent) == 1 else shape(401, b"{}")
+
+            response = await auth.request(send)
+            assert len(sent) == 2 and sent[1] == "Bearer " + fresh
+            assert response is not None and (getattr(response, "status", None) or response.status_code) == 401
+            assert reasons == ["expired"]
+            token = await auth.get_token()
+            assert token is not None and token.generation == first + 1
+
+    asyncio.run(run())
