@@ -4,9 +4,10 @@
 
 Paths, each overridable from the environment:
   EXPONEA_AUTHD_BINARY   the daemon (default: .build/debug/exponea-authd of this repository)
-  EXPONEA_AUTH_LIBRARY   the C library the package loads (default: .build/libexponea-auth/libexponea-auth.so.1; an
-                         installed package's own library when set to the empty string... see scripts/test)
-The package under test is whatever `import exponea_auth` finds: the source tree (PYTHONPATH=python) or an install.
+  EXPONEA_AUTH_LIBRARY   the C library the package loads (default: .build/libexponea-auth/libexponea-auth.so.1;
+                         set and empty: libexponea-auth.so.1 as the dynamic linker finds it, an installed one)
+The package under test is whatever `import exponea_auth` finds: the source tree (PYTHONPATH=python) or an install;
+scripts/python-test runs the suite with each.
 
 Every wait is on the event it means: a READY=1 on a notification socket the test owns, a line read from a pipe,
 a process's exit, a reply. None sleeps to order events.
