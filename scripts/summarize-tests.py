@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Prints one closing line, 'N passed, N failed[, N skipped]', for a `swift test` log of both XCTest and
-Swift Testing (each framework prints its own summary; this adds them up), and of the real-systemd test
-(scripts/device-test: 'device: N passed, N failed'), when the log has it."""
+Swift Testing (each framework prints its own summary; this adds them up), of the real-systemd test
+(scripts/device-test: 'device: N passed, N failed'), and of every pytest run (scripts/python-test: pytest's closing
+line, 'N failed, N passed, N skipped, N errors in S.SSs'), when the log has them."""
 import re
 import sys
 
@@ -38,13 +39,31 @@ device_passed, device_failed = (int(device[-1][1]), int(device[-1][2])) if devic
 packages = [m for l in lines if (m := re.match(r"^packages: (\d+) passed, (\d+) failed", l))]
 packages_passed, packages_failed = (int(packages[-1][1]), int(packages[-1][2])) if packages else (0, 0)
 
-total_passed = xctest_run - xctest_failed - xctest_skipped + passed + device_passed + packages_passed
-total_failed = xctest_failed + failed + device_failed + packages_failed
-total_skipped = xctest_skipped + skipped
+# pytest (scripts/python-test): each run's closing line, with -q or between '=' rules; an error (a fixture's, a
+# collection's) counts as a failure.
+pytest = {"passed": 0, "failed": 0, "skipped": 0}
+pytest_runs = 0
+for l in lines:
+    m = re.fullmatch(r"=*\s*((?:\d+ [a-z]+(?:, )?)+) in [0-9.]+s(?: \([0-9:]+\))?\s*=*", l.strip())
+    if not m:
+        continue
+    pytest_runs += 1
+    for count, word in re.findall(r"(\d+) ([a-z]+)", m[1]):
+        key = {"error": "failed", "errors": "failed", "xpassed": "failed"}.get(word, word)
+        if key in pytest:
+            pytest[key] += int(count)
+
+total_passed = (
+    xctest_run - xctest_failed - xctest_skipped + passed + device_passed + packages_passed + pytest["passed"]
+)
+total_failed = xctest_failed + failed + device_failed + packages_failed + pytest["failed"]
+total_skipped = xctest_skipped + skipped + pytest["skipped"]
 print(
     f"XCTest: {xctest_run} run, {xctest_failed} failed; Swift Testing: {passed} passed, {failed} failed, {skipped} skipped"
     + (f"; device: {device_passed} passed, {device_failed} failed" if device else "")
     + (f"; packages: {packages_passed} passed, {packages_failed} failed" if packages else "")
+    + (f"; pytest ({pytest_runs} runs): {pytest['passed']} passed, {pytest['failed']} failed, {pytest['skipped']} skipped"
+       if pytest_runs else "")
     + (f"; {crashed} test process{'es' if crashed > 1 else ''} crashed (counted as failed)" if crashed else "")
 )
 print(f"{total_passed} passed, {total_failed} failed" + (f", {total_skipped} skipped" if total_skipped else ""))

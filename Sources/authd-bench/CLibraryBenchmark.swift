@@ -10,7 +10,8 @@ import Foundation
 /// library alone.
 ///
 /// - `exponea_auth_get_token` and `exponea_auth_preflight`, p50 per call, beside the C client's GetToken and
-///   Preflight (alternating rounds, medians over them);
+///   Preflight (alternating rounds, medians over them); the Python package's `Client.get_token` beside the library's
+///   (`python/bench/py-lib-client.py` with Debian's python3), when both are there;
 /// - a one-shot process (exec, open, one GetToken, exit): its time from spawn to exit, and its peak RSS after the
 ///   answer (`VmHWM`, which the client prints: `wait4`'s `ru_maxrss` keeps the peak of the image before exec,
 ///   here the benchmark's own), beside the C client's one-shot.
@@ -35,11 +36,14 @@ struct CLibraryBenchmark {
 
         let rounds = settings.pick(full: 7, brief: 2)
         let calls = settings.pick(full: 5_000, brief: 300)
-        let batches = try ClientBenchmark.alternating(
-            [
-                [cClient, socket, "GetToken", group, "\(calls)"], [libClient, socket, "GetToken", group, "\(calls)"],
-                [cClient, socket, "Preflight", group, "\(calls)"], [libClient, socket, "Preflight", group, "\(calls)"],
-            ], rounds: rounds)
+        var commands = [
+            [cClient, socket, "GetToken", group, "\(calls)"], [libClient, socket, "GetToken", group, "\(calls)"],
+            [cClient, socket, "Preflight", group, "\(calls)"], [libClient, socket, "Preflight", group, "\(calls)"],
+        ]
+        // The Python package's Client.get_token, through the same library (python/bench/py-lib-client.py).
+        let python = Self.pythonClient(library: folder + "/libexponea-auth/libexponea-auth.so.1")
+        if let python { commands.append(python + [socket, "GetToken", group, "\(calls)"]) }
+        let batches = try ClientBenchmark.alternating(commands, rounds: rounds)
         let (cGet, libGet, cPreflight, libPreflight) = (batches[0], batches[1], batches[2], batches[3])
         var cStarts: [Double] = []
         var libStarts: [Double] = []
@@ -60,6 +64,12 @@ struct CLibraryBenchmark {
             ClientBenchmark.p50Row(
                 "C library: exponea_auth_preflight p50 (beside: C client's Preflight)", libPreflight, beside: cPreflight
             ))
+        if python != nil {
+            report.add(
+                ClientBenchmark.p50Row(
+                    "Python package: Client.get_token p50 (beside: exponea_auth_get_token, the C library)", batches[4],
+                    beside: libGet, goal: 1.5))
+        }
         let start = ClientBenchmark.median(libStarts)
         let cStart = ClientBenchmark.median(cStarts)
         report.add(
@@ -80,6 +90,20 @@ struct CLibraryBenchmark {
     /// The library's sources: `libexponea-auth/` beside `Sources/`, found from this file's path at build time.
     static let librarySources = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("libexponea-auth").path
+
+    /// The command that runs `python/bench/py-lib-client.py` of the source tree with Debian's python3 and `library`;
+    /// nil with a message when either is missing.
+    static func pythonClient(library: String) -> [String]? {
+        let script = URL(fileURLWithPath: librarySources).deletingLastPathComponent()
+            .appendingPathComponent("python/bench/py-lib-client.py").path
+        guard FileManager.default.fileExists(atPath: script),
+            FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+        else {
+            progress("  Python row skipped: no \(script) or no /usr/bin/python3")
+            return nil
+        }
+        return ["/usr/bin/python3", script, library]
+    }
 
     /// Builds the library into `folder` and the client against it (with an rpath to it); nil with a message when
     /// either cannot be built.
