@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import HeapModule
+import OrderedCollections
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -46,7 +47,9 @@ public struct ExpiryScheduler: Sendable {
         }
     }
 
-    private var entries: [AppGroup: Entry] = [:]
+    /// An ordered dictionary for its memory, not its order (as ``GroupTable``'s); a removal swaps the entry
+    /// with the last one first, so it stays O(1).
+    private var entries: OrderedDictionary<AppGroup, Entry> = [:]
     private var heap = Heap<Armed>()
     private var nextGeneration: UInt64 = 0
     /// How many entries have a pending deadline (live heap items).
@@ -100,7 +103,10 @@ public struct ExpiryScheduler: Sendable {
 
     /// Forgets `group` and its timer.
     public mutating func remove(_ group: AppGroup) {
-        guard let entry = entries.removeValue(forKey: group) else { return }
+        guard let index = entries.index(forKey: group) else { return }
+        let last = entries.count - 1
+        if index != last { entries.swapAt(index, last) }
+        let entry = entries.removeLast().value
         if entry.pending != nil { pendingCount -= 1 }
         tidyHeap()
     }
