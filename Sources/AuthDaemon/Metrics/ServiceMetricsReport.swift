@@ -41,8 +41,8 @@ struct ServiceMetricsReport {
             writer.append(setTime, object: group.name, value: .signed(seconds))
         }
         for group in groups {
-            let asked = metrics.groups[group]?.refreshesAsked ?? [:]
-            for (reason, count) in asked.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let asked = metrics.groups[group]?.refreshesAsked ?? ServiceMetrics.ReasonCounts()
+            for (reason, count) in asked.nonZero {
                 writer.append(
                     name: MetricFamily.refreshesAsked.name, object: group.name, fields: [("reason", reason.rawValue)],
                     value: .unsigned(count))
@@ -54,9 +54,10 @@ struct ServiceMetricsReport {
         writePerGroup(.refreshDurationSum, groups, counted, &writer) { .double($0.refreshSeconds.seconds) }
         writePerGroup(.expiriesUnrefreshed, groups, counted, &writer) { .unsigned($0.expiriesUnrefreshed) }
         for group in groups {
-            let claims = metrics.groups[group]?.claims ?? [:]
+            let claims = metrics.groups[group]?.claims ?? ServiceMetrics.ClaimCounts()
             for outcome in ServiceMetrics.ClaimOutcome.allCases {
-                guard let count = claims[outcome] else { continue }
+                let count = claims[outcome]
+                guard count > 0 else { continue }
                 writer.append(
                     name: MetricFamily.claims.name, object: group.name, fields: [("outcome", outcome.rawValue)],
                     value: .unsigned(count))

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
+import OrderedCollections
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -18,15 +19,80 @@ struct ServiceMetrics {
         case holderGone
     }
 
-    /// One group's counts.
+    /// One group's counts: inline, with no allocation of their own (a daemon that asked 10,000 groups for a token
+    /// held a dictionary for each).
     struct Group {
-        var refreshesAsked: [JwtErrorReason: UInt64] = [:]
+        var refreshesAsked = ReasonCounts()
         var refreshesAnswered: UInt64 = 0
         var refreshSeconds = Sum()
         var expiriesUnrefreshed: UInt64 = 0
-        var claims: [ClaimOutcome: UInt64] = [:]
+        var claims = ClaimCounts()
         /// When the first jwtError since the last token was sent: a refresh is asked for.
         var refreshAskedAt: ContinuousClock.Instant?
+    }
+
+    /// A count per jwtError reason: the known ones inline, a reason this version does not know in a dictionary.
+    struct ReasonCounts {
+        private var known:
+            (notProvided: UInt64, invalid: UInt64, expired: UInt64, expiredSoon: UInt64, insufficient: UInt64) =
+                (0, 0, 0, 0, 0)
+        private var unknown: [String: UInt64] = [:]
+
+        subscript(reason: JwtErrorReason) -> UInt64 {
+            get {
+                switch reason {
+                case .notProvided: known.notProvided
+                case .invalid: known.invalid
+                case .expired: known.expired
+                case .expiredSoon: known.expiredSoon
+                case .insufficient: known.insufficient
+                case .unknown(let name): unknown[name] ?? 0
+                }
+            }
+            set {
+                switch reason {
+                case .notProvided: known.notProvided = newValue
+                case .invalid: known.invalid = newValue
+                case .expired: known.expired = newValue
+                case .expiredSoon: known.expiredSoon = newValue
+                case .insufficient: known.insufficient = newValue
+                case .unknown(let name): unknown[name] = newValue
+                }
+            }
+        }
+
+        /// The reasons counted at least once, with their counts, by the reason's name.
+        var nonZero: [(reason: JwtErrorReason, count: UInt64)] {
+            let reasons: [JwtErrorReason] =
+                [.notProvided, .invalid, .expired, .expiredSoon, .insufficient] + unknown.keys.map { .unknown($0) }
+            return reasons.map { ($0, self[$0]) }.filter { $0.count > 0 }.sorted {
+                $0.reason.rawValue < $1.reason.rawValue
+            }
+        }
+    }
+
+    /// A count per claim outcome, inline.
+    struct ClaimCounts {
+        private var counts: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+        subscript(outcome: ClaimOutcome) -> UInt64 {
+            get {
+                switch outcome {
+                case .granted: counts.0
+                case .released: counts.1
+                case .lapsed: counts.2
+                case .holderGone: counts.3
+                }
+            }
+            set {
+                switch outcome {
+                case .granted: counts.0 = newValue
+                case .released: counts.1 = newValue
+                case .lapsed: counts.2 = newValue
+                case .holderGone: counts.3 = newValue
+                }
+            }
+        }
     }
 
     /// A count of observations and their sum, as Prometheus' summaries without quantiles.
@@ -40,14 +106,15 @@ struct ServiceMetrics {
         }
     }
 
-    private(set) var groups: [AppGroup: Group] = [:]
+    /// An ordered dictionary for its memory, not its order (as ``GroupTable``'s): groups are never removed.
+    private(set) var groups: OrderedDictionary<AppGroup, Group> = [:]
     private(set) var storeWrites: UInt64 = 0
     private(set) var storeWriteFailures: UInt64 = 0
     private(set) var storeWriteSeconds = Sum()
 
     /// A jwtError went to the group's apps.
     mutating func refreshAsked(_ group: AppGroup, reason: JwtErrorReason, at now: ContinuousClock.Instant) {
-        groups[group, default: Group()].refreshesAsked[reason, default: 0] += 1
+        groups[group, default: Group()].refreshesAsked[reason] += 1
         if groups[group]!.refreshAskedAt == nil { groups[group]!.refreshAskedAt = now }
     }
 
@@ -71,7 +138,7 @@ struct ServiceMetrics {
     }
 
     mutating func claim(_ group: AppGroup, _ outcome: ClaimOutcome) {
-        groups[group, default: Group()].claims[outcome, default: 0] += 1
+        groups[group, default: Group()].claims[outcome] += 1
     }
 
     /// A write of the store ended, after `duration`.
