@@ -5,15 +5,20 @@ import asyncio
 from conftest import EXAMPLES, TOKEN_HEADER, App
 
 
-def test_the_asyncio_example_retries_a_403_and_a_401_with_the_token_its_handler_fetched(daemon, start_backend):
-    backend = start_backend()
+def run_to_the_end(program, port: int, daemon) -> App:
+    """Runs an example app of group shop against the test backend on `port` until it exits, which must be with 0."""
 
     async def run() -> App:
-        app = await App.start(EXAMPLES / "asyncio_app.py", ["shop", str(backend.port)], daemon)
+        app = await App.start(program, ["shop", str(port)], daemon)
         assert await app.exit() == 0, app.output
         return app
 
-    app = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_the_asyncio_example_retries_a_403_and_a_401_with_the_token_its_handler_fetched(daemon, start_backend):
+    backend = start_backend()
+    app = run_to_the_end(EXAMPLES / "asyncio_app.py", backend.port, daemon)
     assert app.lines == [
         "preflight: NOT_PROVIDED, generation 0, no token",
         "refresh for generation 0 (notProvided): fetched",
@@ -42,14 +47,7 @@ def test_the_synchronous_example_python_app_retries_a_403_and_a_401(daemon, star
     # libexponea-auth/examples/python-app.py, on the synchronous Client (Tests/CLibraryTests/ExampleAppTests.swift
     # runs it too, with Debian's python3).
     backend = start_backend()
-
-    async def run() -> App:
-        app = await App.start(EXAMPLES.parents[1] / "libexponea-auth" / "examples" / "python-app.py",
-                              ["shop", str(backend.port)], daemon)
-        assert await app.exit() == 0, app.output
-        return app
-
-    app = asyncio.run(run())
+    app = run_to_the_end(EXAMPLES.parents[1] / "libexponea-auth" / "examples" / "python-app.py", backend.port, daemon)
     assert app.lines == [
         "preflight: notProvided, generation 0, no token",
         "refresh for generation 0 (notProvided): fetched",
