@@ -201,7 +201,7 @@ extension PipeReader {
     }
 }
 
-/// An example app (`poll-app`, `python-app.py`) of the group `shop`, started against the daemon and the backend,
+/// An example app (`poll-app`, `events-app`) of the group `shop`, started against the daemon and the backend,
 /// its output collected as it comes. Killed when released.
 final class ExampleApp {
     let name: String
@@ -220,14 +220,6 @@ final class ExampleApp {
     /// `events-app shop [arguments...]`: prints the group's events as its handlers see them.
     static func events(_ arguments: [String] = [], daemon: DaemonUnderTest) throws -> ExampleApp {
         try ExampleApp("events-app", CLibrary.example("events-app"), ["shop"] + arguments, daemon: daemon)
-    }
-
-    /// `python-app.py shop PORT`, the library given by `EXPONEA_AUTH_LIBRARY`.
-    static func python(daemon: DaemonUnderTest, backend: TestBackend) throws -> ExampleApp {
-        try CLibrary.build()
-        return try ExampleApp(
-            "python-app.py", "/usr/bin/python3", [CLibrary.script("python-app.py"), "shop", "\(backend.port)"],
-            daemon: daemon, environment: ["EXPONEA_AUTH_LIBRARY": CLibrary.library])
     }
 
     private init(

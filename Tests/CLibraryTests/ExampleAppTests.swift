@@ -4,7 +4,8 @@ import Foundation
 import Testing
 
 /// The library's example apps, one at a time, against the real daemon and the test backend: the SDK's request
-/// policy through C (`poll-app`) and through Python's ctypes (`python-app.py`).
+/// policy through C (`poll-app`). The Python example (`python-app.py`) is the Python package's tests'
+/// (`python/tests/test_example.py`), from the source tree, pip and the Debian package alike.
 @Suite("libexponea-auth: the example apps against the daemon", .offPool)
 struct ExampleAppTests {
     @Test func pollAppFetchesOnA403WithoutATokenAndRetriesWithTheNewToken() throws {
@@ -49,26 +50,6 @@ struct ExampleAppTests {
         let stats = try backend.stats()
         #expect(stats.rejectedOnPurpose == 1)
         #expect(stats.fetchesPerGeneration == ["0": 1, "1": 1])
-        #expect(!daemon.output.contains(TestBackend.tokenHeader))
-    }
-
-    @Test func pythonAppThroughCtypesRetriesA403AndA401WithTheTokenItsHandlerFetched() throws {
-        let daemon = try DaemonUnderTest()
-        let backend = try TestBackend()
-        let app = try ExampleApp.python(daemon: daemon, backend: backend)
-        #expect(app.waitForExit() == 0, "\(app.output)")
-        #expect(
-            app.lines == [
-                "preflight: notProvided, generation 0, no token",
-                "refresh for generation 0 (notProvided): fetched",
-                "request 1: 403, retried with generation 1: 200",
-                "backend rejects the next request: 200",
-                "refresh for generation 1 (invalid): fetched",
-                "request 2: 401, retried with generation 2: 200",
-            ], "\(app.output)")
-        let stats = try backend.stats()
-        #expect(stats.fetchesPerGeneration == ["0": 1, "1": 1])
-        #expect(stats.rejectedOnPurpose == 1 && stats.accepted == 2)
         #expect(!daemon.output.contains(TestBackend.tokenHeader))
     }
 }
