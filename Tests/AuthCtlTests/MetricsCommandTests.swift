@@ -6,7 +6,7 @@ import Testing
 /// `authctl metrics` against the real daemon: its figures (io.systemd.Metrics) move with what they count, each
 /// family is described, a caller sees only the groups it may use, and `--prometheus` is what Prometheus' own
 /// parser reads.
-@Suite("authctl metrics (io.systemd.Metrics)", .timeLimit(.minutes(1)), .offPool)
+@Suite("authctl metrics (io.systemd.Metrics)", .offPool)
 struct MetricsCommandTests {
     static let token = TestJWT().token(expiringIn: 3600, ids: ["registered": "alice"])
 

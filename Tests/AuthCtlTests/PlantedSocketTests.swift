@@ -5,7 +5,7 @@ import Testing
 
 /// bob (uid 4243) listens where alice's (uid 4242) or root's authctl looks for the daemon: authctl sends him
 /// nothing, neither alice's token (`set`) nor a request for one he could answer with his own (`get`).
-@Suite("authctl and another user's planted socket", .timeLimit(.minutes(1)), .offPool)
+@Suite("authctl and another user's planted socket", .offPool)
 struct PlantedSocketTests {
     static let alice: UInt32 = 4242
     static let bob: UInt32 = 4243

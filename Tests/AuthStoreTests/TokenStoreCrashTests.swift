@@ -17,7 +17,7 @@ import Testing
     static let rounds = 5
     static let groups = 4
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test
     func recordsSurviveSIGKILLWholeOrNotAtAll() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }

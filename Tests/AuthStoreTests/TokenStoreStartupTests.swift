@@ -12,7 +12,7 @@ import Testing
 
 /// Opening a store that someone tampered with: nothing in place of a file can hang the start, a wrong key sets
 /// nothing aside, and a record that is not the daemon's own is refused with the reason.
-@Suite(.timeLimit(.minutes(1)), .offPool)
+@Suite(.offPool)
 struct TokenStoreStartupTests {
     /// A store keyed by its key file (`store.key`), with records for `shop` and `news`.
     struct KeyFileStore {

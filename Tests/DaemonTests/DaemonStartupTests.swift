@@ -203,7 +203,6 @@ struct DaemonStartupTests {
     /// One flipped bit in the key, a deleted key, a FIFO in the key's place, or a record others can read: the
     /// daemon refuses to start, says why and names the file, and keeps every file as it was.
     @Test(
-        .timeLimit(.minutes(1)),
         arguments: [
             ("flipped", "not one of the 2 token records", "store.key"),
             ("deleted", "is missing, but", "store.key"),

@@ -8,7 +8,7 @@ import Testing
 /// `Decodable`), are read as leniently as the others: what a newer daemon may add or spell otherwise is
 /// accepted, and a reply that cannot be read names the member that is wrong. A server on a real Unix socket
 /// answers each call with the reply a test gives it.
-@Suite("ExponeaAuth reads the hot replies by hand", .timeLimit(.minutes(1)), .offPool)
+@Suite("ExponeaAuth reads the hot replies by hand", .offPool)
 struct ReplyReaderTests {
     /// Answers every call with the reply given for its method (`com.exponea.Auth.GetToken` → JSON).
     final class ScriptedServer {

@@ -24,8 +24,7 @@ struct PowerCutTests {
     @Test(
         .enabled(
             if: CutFS.isAvailable || ProcessInfo.processInfo.environment["CI"] != nil,
-            "needs /dev/fuse, libfuse3-dev and fuse3 (scripts/install-deps); CI runs it always"),
-        .timeLimit(.minutes(10)))
+            "needs /dev/fuse, libfuse3-dev and fuse3 (scripts/install-deps); CI runs it always"))
     func acknowledgedSavesSurviveEveryCut() throws {
         let fixture = try StoreFixture()
         defer { fixture.remove() }
