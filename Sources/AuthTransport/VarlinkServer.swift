@@ -65,6 +65,9 @@ public final class VarlinkServer {
         /// How long the server stops accepting when accept(2) fails for want of resources (EMFILE, ENFILE,
         /// ENOBUFS, ENOMEM): the waiting clients stay queued and are accepted once descriptors are free.
         public var acceptBackoff: Duration = .milliseconds(250)
+        /// Whether each peer's systemd unit is found when it connects (``Caller/unit``): its pidfd's cgroup,
+        /// named by the cgroup file system (``PeerUnitResolver``). Off, callers have no unit.
+        public var identifiesUnits = true
 
         public init(listen: Listen) { self.listen = listen }
     }
@@ -86,6 +89,9 @@ public final class VarlinkServer {
     /// The connections' sockets, one source of the loop.
     private var poller: ConnectionPoller?
     private var backingOff = false
+    /// Finds each peer's unit, with its index of the cgroups' units; nil when ``Configuration/identifiesUnits``
+    /// is off.
+    private let units: PeerUnitResolver?
     /// What every connection reads into: one buffer, since one thread reads.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readBudget, alignment: 16)
 
@@ -99,6 +105,7 @@ public final class VarlinkServer {
         self.loop = loop
         self.executor = executor
         self.logger = logger
+        self.units = configuration.identifiesUnits ? PeerUnitResolver() : nil
         self.admission = ConnectionAdmission(
             maximumConnections: configuration.maximumConnections,
             maximumPerUser: configuration.maximumConnectionsPerUser,
@@ -206,9 +213,10 @@ public final class VarlinkServer {
     }
 
     /// Serves the connected, non-blocking socket `descriptor` (accepted, or one end of a pair in a test): reads
-    /// the peer's credentials and counts the connection against the bounds, or closes it.
+    /// the peer's credentials and counts the connection against the bounds, or closes it; then finds the peer's
+    /// unit, once for the connection.
     func serve(connected descriptor: Int32) {
-        let peer: Caller
+        var peer: Caller
         do {
             peer = try PeerCredentials.read(from: descriptor)
         } catch {
@@ -221,6 +229,7 @@ public final class VarlinkServer {
             refused(peer, refusal)
             return
         }
+        if let units { PeerCredentials.identify(&peer, of: descriptor, units: units) }
         let connection = ServerConnection(
             descriptor: descriptor, peer: peer, limits: limits, handler: handler, server: self, executor: executor,
             logger: logger, throttle: throttle, counters: configuration.counters)
