@@ -175,6 +175,7 @@ let package = Package(
                 "AuthStore",
                 "CEpoll",
                 "LoopHarness",
+                "Systemd",
                 "authd-test-app",
                 "exponea-authd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
