@@ -68,6 +68,9 @@ public final class VarlinkServer {
         /// Whether each peer's systemd unit is found when it connects (``Caller/unit``): its pidfd's cgroup,
         /// named by the cgroup file system (``PeerUnitResolver``). Off, callers have no unit.
         public var identifiesUnits = true
+        /// Whether the log names a caller by its unit in a user's service manager (user mode) rather than by its
+        /// system unit, as the dispatcher does.
+        public var namesUserUnits = false
 
         public init(listen: Listen) { self.listen = listen }
     }
@@ -225,8 +228,8 @@ public final class VarlinkServer {
             return
         }
         if let refusal = admission.admit(peer.uid) {
+            refused(peer, refusal, descriptor)
             close(descriptor)
-            refused(peer, refusal)
             return
         }
         if let units { PeerCredentials.identify(&peer, of: descriptor, units: units) }
@@ -251,7 +254,9 @@ public final class VarlinkServer {
         admission.release(connection.peer.uid)
     }
 
-    private func refused(_ peer: Caller, _ refusal: ConnectionAdmission.Refusal) {
+    /// Counts and logs (throttled) a refused connection; the log line names the caller's unit, found only for a
+    /// line that is written, while its socket `descriptor` is open.
+    private func refused(_ peer: Caller, _ refusal: ConnectionAdmission.Refusal, _ descriptor: Int32) {
         configuration.counters.count(refusal.counted)
         let (kind, reason) =
             switch refusal {
@@ -264,6 +269,17 @@ public final class VarlinkServer {
                 reason: refusal.counted.rawValue, callerUID: peer.uid, callerPID: peer.pid
             ) { Logger.MetadataValue.string($0) }
             metadata["count"] = "\(count)"
+            if let units {
+                var identified = peer
+                PeerCredentials.identify(&identified, of: descriptor, units: units)
+                let named = configuration.namesUserUnits ? identified.userUnit ?? identified.unit : identified.unit
+                if let named {
+                    metadata["caller_unit"] = "\(named)"
+                    if let userUnit = identified.userUnit, userUnit != named {
+                        metadata["caller_user_unit"] = "\(userUnit)"
+                    }
+                }
+            }
             logger.warning("Refusing a connection: \(reason)\(LogThrottle.suffix(count))", metadata: metadata)
         }
     }

@@ -99,6 +99,46 @@ struct WhoAmITests {
         #expect(!refused.standardOutput.contains(token) && !refused.standardError.contains(token))
     }
 
+    /// A connection refused at the per-user bound is logged with the caller's unit (CALLER_UNIT=), found for the
+    /// line that is written, as the dispatcher's events are.
+    @Test(.enabled(if: getuid() == 0 && Self.cgroupRoot != nil, "needs root and a writable cgroup v2 tree"))
+    func aRefusedConnectionIsLoggedWithTheCallersUnit() throws {
+        let config = try TemporaryDirectory(prefix: "authctl-etc")
+        defer { config.remove() }
+        try "[AppGroup]\nName=kiosk\nUnits=shop-*.service\n".write(
+            toFile: config.appending("authd.conf"), atomically: true, encoding: .utf8)
+        let daemon = try DaemonFixture(configDirectory: config.path, arguments: ["--max-connections-per-user", "1"])
+        let slice = "\(Self.cgroupRoot!)/authd-test-\(getpid())-refused.slice"
+        let shop = slice + "/shop-app.service"
+        for path in [slice, shop] { #expect(mkdir(path, 0o755) == 0, "\(path): \(errno)") }
+        defer { for path in [shop, slice] { rmdir(path) } }
+
+        // Two connections of nobody, in shop-app.service: the second is one too many. The process stays (until
+        // stopped), so its unit can be found when the refusal is logged.
+        let script = """
+            import signal, socket, sys
+            held = [socket.socket(socket.AF_UNIX) for _ in range(2)]
+            for s in held: s.connect(sys.argv[1])
+            print("connected", flush=True)
+            signal.pause()
+            """
+        let app = try BackgroundProcess(
+            "/bin/sh",
+            [
+                "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"", shop, "/usr/bin/setpriv", "--reuid=65534",
+                "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, daemon.socketPath,
+            ])
+        defer { app.stop() }
+        #expect(app.waitForOutput { $0.contains("connected") })
+        #expect(
+            daemon.daemon.waitForOutput { output in
+                output.split(separator: "\n").contains {
+                    $0.contains("Refusing a connection") && $0.contains("caller_unit=shop-app.service")
+                        && $0.contains("caller_uid=65534")
+                }
+            }, "\(daemon.daemon.output)")
+    }
+
     /// The cgroup v2 tree (a cgroup v2 directory has `cgroup.controllers`), when this test may make cgroups in it.
     static let cgroupRoot: String? = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"].first { path in
         access(path + "/cgroup.controllers", F_OK) == 0 && access(path, W_OK) == 0
