@@ -17,23 +17,34 @@ import CPidfd
 ///
 /// Used on one thread (the daemon's loop): it has no lock.
 public final class CgroupUnitIndex {
-    /// The most directories one reading records (units and slices); past it the rest is not known.
+    /// The most directories one reading looks at (units and slices); past it the rest is not known.
     public static let maximumDirectories = 16384
+    /// The most of them inside one user's manager (`user@UID.service`), whose tree its user may add to.
+    public static let maximumPerUserManager = 1024
     /// The most ids remembered as known by no unit, before that memory starts again.
     static let maximumUnknown = 4096
     private static let maximumDepth = 16
 
     /// The cgroup v2 mount this index reads, or nil when there is none.
     public let root: String?
+    private let budget: (total: Int, perUserManager: Int)
     private var units: [UInt64: ProcessUnits] = [:]
     private var unknown: Set<UInt64> = []
     /// How many times the file system was read, for tests and benchmarks.
     public private(set) var readings = 0
+    /// How many directories the last reading looked at.
+    public private(set) var directoriesLastRead = 0
 
-    /// - Parameter root: the cgroup v2 mount; nil to find it (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a
+    /// - Parameters:
+    ///   - root: the cgroup v2 mount; nil to find it (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a
     ///   system in systemd's hybrid mode).
-    public init(root: String? = nil) {
+    ///   - budget: the most directories a reading looks at, and inside one user's manager; the defaults are
+    ///     ``maximumDirectories`` and ``maximumPerUserManager`` (other values are for tests).
+    public init(
+        root: String? = nil, budget: (total: Int, perUserManager: Int) = (maximumDirectories, maximumPerUserManager)
+    ) {
         self.root = root ?? Self.findRoot()
+        self.budget = budget
     }
 
     /// The units of the cgroup `id`, or nil when it is known by none (the root, a slice, below a unit's own
@@ -54,30 +65,41 @@ public final class CgroupUnitIndex {
         readings += 1
         var found: [UInt64: ProcessUnits] = [:]
         found.reserveCapacity(units.count)
-        visit(root, depth: 0, manager: nil, into: &found)
+        var left = budget.total
+        visit(root, depth: 0, manager: nil, into: &found, budget: &left)
+        directoriesLastRead = budget.total - left
         units = found
     }
 
     /// Records the units below `path`: slices are entered, units recorded; inside a user's manager
-    /// (`manager`), its units are recorded as user units.
-    private func visit(_ path: String, depth: Int, manager: String?, into found: inout [UInt64: ProcessUnits]) {
-        guard depth < Self.maximumDepth, let directory = opendir(path) else { return }
+    /// (`manager`), its units are recorded as user units. Each directory seen (a slice or a unit) takes one of
+    /// `budget`; a user's manager, whose tree its user may add to (it is delegated), has at most
+    /// ``maximumPerUserManager`` of it, so no user can make a reading long for the others.
+    private func visit(
+        _ path: String, depth: Int, manager: String?, into found: inout [UInt64: ProcessUnits], budget: inout Int
+    ) {
+        guard depth < Self.maximumDepth, budget > 0, let directory = opendir(path) else { return }
         defer { closedir(directory) }
-        while found.count < Self.maximumDirectories, let entry = readdir(directory) {
+        while budget > 0, let entry = readdir(directory) {
             guard entry.pointee.d_type == UInt8(DT_DIR) else { continue }
             let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
                 String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
             let id = UInt64(entry.pointee.d_ino)
             if name.hasSuffix(".slice") {
-                visit(path + "/" + name, depth: depth + 1, manager: manager, into: &found)
+                budget -= 1
+                visit(path + "/" + name, depth: depth + 1, manager: manager, into: &found, budget: &budget)
             } else if ProcessUnits.isUnitName(name) {
+                budget -= 1
                 if let manager {
                     found[id] = ProcessUnits(unit: manager, userUnit: name)
                 } else {
                     found[id] = ProcessUnits(unit: name)
                     if ProcessUnits.isUserManager(name) {
-                        visit(path + "/" + name, depth: depth + 1, manager: name, into: &found)
+                        var share = min(budget, self.budget.perUserManager)
+                        let before = share
+                        visit(path + "/" + name, depth: depth + 1, manager: name, into: &found, budget: &share)
+                        budget -= before - share
                     }
                 }
             }

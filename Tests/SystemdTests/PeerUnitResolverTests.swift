@@ -64,6 +64,28 @@ struct PeerUnitResolverTests {
         #expect(index.readings == 3)
     }
 
+    /// A user's manager is delegated: its user may make cgroups in it, as many as it likes. A reading looks at no
+    /// more than its share of them, so a tree made there can neither hide the system's units nor make a reading
+    /// long.
+    @Test func aUsersOwnCgroupsCannotHideTheSystemsUnits() throws {
+        let root = try TemporaryDirectory(prefix: "authd-cgroup-budget")
+        defer { root.remove() }
+        let manager = root.appending("user.slice/user-1000.slice/user@1000.service")
+        for index in 0..<40 {
+            try FileManager.default.createDirectory(
+                atPath: manager + "/app.slice/made-\(index).slice", withIntermediateDirectories: true)
+        }
+        try FileManager.default.createDirectory(
+            atPath: root.appending("system.slice/shop-app.service"), withIntermediateDirectories: true)
+        var info = stat()
+        #expect(stat(root.appending("system.slice/shop-app.service"), &info) == 0)
+        let index = CgroupUnitIndex(root: root.path, budget: (total: 30, perUserManager: 10))
+        #expect(index.units(ofCgroup: UInt64(info.st_ino)) == ProcessUnits(unit: "shop-app.service"))
+        // system.slice, shop-app.service, user.slice, user-1000.slice, user@1000.service, and 10 in the manager;
+        // not its 41 slices.
+        #expect(index.directoriesLastRead == 15)
+    }
+
     /// A peer that connected and exited before the accept, its pid then held by a process of another unit: its
     /// pidfd (SO_PEERPIDFD) is of the exited process, so the daemon names no unit, never the other one; a peer that
     /// still runs is named by its own. Both ways: the pidfd's cgroup (PIDFD_GET_INFO), and /proc/PID/cgroup checked
