@@ -10,14 +10,13 @@ extension AuthCtl {
             abstract: "Show how the daemon sees this process, and which app groups it may use.",
             discussion: """
                 Prints what the daemon read when this command connected: the pid, uid, primary and \
-                supplementary gids, and the systemd unit (in system mode the system unit, with the \
-                user unit of a process in a user's service manager; in user mode the unit in the \
-                user's service manager); then the app groups this process may use, each with the \
+                supplementary gids, and the systemd unit (in system mode the system unit; in user \
+                mode the unit in the user's service manager); then the app groups this process may use, each with the \
                 rules of exponea-authd.conf(5) that allow it (Users=UID, Groups=GID, \
                 Units=PATTERN, root, or owner in user mode). A group that is not listed is refused.
 
-                --json prints one object: pid, uid, gid, gids, unit, userUnit, everyGroup, \
-                appGroups ([{name, rules}]); unit, userUnit and everyGroup may be null.
+                --json prints one object: pid, uid, gid, gids, unit, everyGroup, appGroups \
+                ([{name, rules}]); unit and everyGroup may be null.
                 """
         )
 
@@ -36,7 +35,6 @@ extension AuthCtl {
                         "gid": Int(seen.gid).json,
                         "gids": seen.gids.map { Int($0) }.json,
                         "unit": seen.unit.json,
-                        "userUnit": seen.userUnit.json,
                         "everyGroup": seen.everyGroup.json,
                         "appGroups": JSONValue.array(groups),
                     ]))
@@ -54,7 +52,6 @@ extension AuthCtl {
                 "gids:   \(seen.gids.isEmpty ? "-" : seen.gids.map(String.init).joined(separator: " "))",
                 "unit:   \(seen.unit ?? "- (none the daemon can know)")",
             ]
-            if let userUnit = seen.userUnit { lines.append("user unit: \(userUnit)") }
             var groups: [String] = []
             if let every = seen.everyGroup { groups.append("every group (\(every))") }
             groups += seen.appGroups.map { "\($0.name) (\($0.rules.joined(separator: ", ")))" }

@@ -310,22 +310,19 @@ public struct WhoAmIResult: Codable, Hashable, Sendable {
     /// The unit the daemon names the caller by: in system mode its system unit, in user mode its unit in the
     /// user's service manager; nil when it has none the daemon can know.
     public var unit: String?
-    /// In system mode, the caller's unit in a user's service manager, when ``unit`` is that manager.
-    public var userUnit: String?
     /// The rule that lets the caller use every group (`root`; `owner` in user mode), or nil.
     public var everyGroup: String?
     /// The configured groups the caller may use, by name, each with its rules.
     public var appGroups: [GroupAccess]
     public init(
-        pid: Int32, uid: UInt32, gid: UInt32, gids: [UInt32], unit: String?, userUnit: String?,
-        everyGroup: String?, appGroups: [GroupAccess]
+        pid: Int32, uid: UInt32, gid: UInt32, gids: [UInt32], unit: String?, everyGroup: String?,
+        appGroups: [GroupAccess]
     ) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.gids = gids
         self.unit = unit
-        self.userUnit = userUnit
         self.everyGroup = everyGroup
         self.appGroups = appGroups
     }

@@ -68,8 +68,9 @@ public final class VarlinkServer {
         /// Whether each peer's systemd unit is found when it connects (``Caller/unit``): its pidfd's cgroup,
         /// named by the cgroup file system (``PeerUnitResolver``). Off, callers have no unit.
         public var identifiesUnits = true
-        /// Whether the log names a caller by its unit in a user's service manager (user mode) rather than by its
-        /// system unit, as the dispatcher does.
+        /// User mode: the units of the server's own user's service manager (`user@UID.service`) are read too,
+        /// and the log names a caller by its unit there, as the dispatcher does. Another user's manager is never
+        /// read: its user may fill it with cgroups.
         public var namesUserUnits = false
 
         public init(listen: Listen) { self.listen = listen }
@@ -108,7 +109,11 @@ public final class VarlinkServer {
         self.loop = loop
         self.executor = executor
         self.logger = logger
-        self.units = configuration.identifiesUnits ? PeerUnitResolver() : nil
+        self.units =
+            configuration.identifiesUnits
+            ? PeerUnitResolver(
+                index: CgroupUnitIndex(userManager: configuration.namesUserUnits ? "user@\(getuid()).service" : nil))
+            : nil
         self.admission = ConnectionAdmission(
             maximumConnections: configuration.maximumConnections,
             maximumPerUser: configuration.maximumConnectionsPerUser,
@@ -273,12 +278,7 @@ public final class VarlinkServer {
                 var identified = peer
                 PeerCredentials.identify(&identified, of: descriptor, units: units)
                 let named = configuration.namesUserUnits ? identified.userUnit ?? identified.unit : identified.unit
-                if let named {
-                    metadata["caller_unit"] = "\(named)"
-                    if let userUnit = identified.userUnit, userUnit != named {
-                        metadata["caller_user_unit"] = "\(userUnit)"
-                    }
-                }
+                if let named { metadata["caller_unit"] = "\(named)" }
             }
             logger.warning("Refusing a connection: \(reason)\(LogThrottle.suffix(count))", metadata: metadata)
         }

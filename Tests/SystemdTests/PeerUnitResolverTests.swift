@@ -32,9 +32,10 @@ struct PeerUnitResolverTests {
         #expect(ProcessUnits(cgroupPath: path) == nil)
     }
 
-    /// The index names a cgroup id (its directory's inode) by the units of its path, and reads the tree again for
-    /// an id it does not know (a unit started since), once per id.
-    @Test func theIndexNamesCgroupIdsAndReadsAgainForANewOne() throws {
+    /// The index names a cgroup id (its directory's inode) by the units of its path, its own user's manager's
+    /// units included, and reads the tree again for an id it does not know only when a directory it read has
+    /// changed (a unit started), once per id.
+    @Test func theIndexNamesCgroupIdsAndReadsAgainOnlyWhenADirectoryChanged() throws {
         let root = try TemporaryDirectory(prefix: "authd-cgroup")
         defer { root.remove() }
         func make(_ path: String) throws -> UInt64 {
@@ -47,28 +48,28 @@ struct PeerUnitResolverTests {
         let shop = try make("system.slice/shop-app.service")
         let user = try make("user.slice/user-1000.slice/user@1000.service/app.slice/app-shop.service")
         let delegated = try make("system.slice/docker.service/payload")
-        let index = CgroupUnitIndex(root: root.path)
+        let index = CgroupUnitIndex(root: root.path, userManager: "user@1000.service")
         #expect(index.units(ofCgroup: shop) == ProcessUnits(unit: "shop-app.service"))
         #expect(index.units(ofCgroup: user) == ProcessUnits(unit: "user@1000.service", userUnit: "app-shop.service"))
         #expect(index.readings == 1)
-        // Below a unit's own cgroup (Delegate=): no unit; remembered, so asking again reads nothing.
+        // Below a unit's own cgroup (Delegate=): no unit, and nothing read changed, so no reading.
         #expect(index.units(ofCgroup: delegated) == nil)
-        #expect(index.readings == 2)
-        #expect(index.units(ofCgroup: delegated) == nil)
-        #expect(index.readings == 2)
-        // A unit started since the last reading is found by reading again.
+        #expect(index.readings == 1)
+        // A cgroup made below a unit's own is not watched: still no reading.
+        #expect(index.units(ofCgroup: try make("system.slice/docker.service/payload/more")) == nil)
+        #expect(index.readings == 1)
+        // A unit started since: its slice changed, so the index reads again and finds it.
         let started = try make("system.slice/other-app.service")
         #expect(index.units(ofCgroup: started) == ProcessUnits(unit: "other-app.service"))
-        #expect(index.readings == 3)
+        #expect(index.readings == 2)
         #expect(index.units(ofCgroup: shop) == ProcessUnits(unit: "shop-app.service"))
-        #expect(index.readings == 3)
+        #expect(index.readings == 2)
     }
 
-    /// A user's manager is delegated: its user may make cgroups in it, as many as it likes. A reading looks at no
-    /// more than its share of them, so a tree made there can neither hide the system's units nor make a reading
-    /// long.
-    @Test func aUsersOwnCgroupsCannotHideTheSystemsUnits() throws {
-        let root = try TemporaryDirectory(prefix: "authd-cgroup-budget")
+    /// Another user's manager is delegated: its user may make as many cgroups there as it likes. The system
+    /// daemon's index neither enters it nor watches it, so those cgroups cost no reading and hide nothing.
+    @Test func anotherUsersOwnCgroupsCostNoReading() throws {
+        let root = try TemporaryDirectory(prefix: "authd-cgroup-users")
         defer { root.remove() }
         let manager = root.appending("user.slice/user-1000.slice/user@1000.service")
         for index in 0..<40 {
@@ -79,11 +80,15 @@ struct PeerUnitResolverTests {
             atPath: root.appending("system.slice/shop-app.service"), withIntermediateDirectories: true)
         var info = stat()
         #expect(stat(root.appending("system.slice/shop-app.service"), &info) == 0)
-        let index = CgroupUnitIndex(root: root.path, budget: (total: 30, perUserManager: 10))
+        let index = CgroupUnitIndex(root: root.path)
         #expect(index.units(ofCgroup: UInt64(info.st_ino)) == ProcessUnits(unit: "shop-app.service"))
-        // system.slice, shop-app.service, user.slice, user-1000.slice, user@1000.service, and 10 in the manager;
-        // not its 41 slices.
-        #expect(index.directoriesLastRead == 15)
+        // system.slice, shop-app.service, user.slice, user-1000.slice, user@1000.service: not its 41 slices.
+        #expect(index.directoriesLastRead == 5)
+        try FileManager.default.createDirectory(
+            atPath: manager + "/app.slice/made-40.slice/new.service", withIntermediateDirectories: true)
+        #expect(stat(manager + "/app.slice/made-40.slice/new.service", &info) == 0)
+        #expect(index.units(ofCgroup: UInt64(info.st_ino)) == nil)
+        #expect(index.readings == 1)
     }
 
     /// A peer that connected and exited before the accept, its pid then held by a process of another unit: its

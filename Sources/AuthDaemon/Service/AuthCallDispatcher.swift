@@ -294,10 +294,9 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
         case .whoAmI:
             _ = try call.parameters(EmptyPayload.self)
             let grants = access.grants(for: caller)
-            let userUnit = caller.userUnit.flatMap { $0 == access.unit(of: caller) ? nil : $0 }
             let result = WhoAmIResult(
                 pid: caller.pid, uid: caller.uid, gid: caller.gid, gids: caller.groups, unit: access.unit(of: caller),
-                userUnit: userUnit, everyGroup: grants.everyGroup,
+                everyGroup: grants.everyGroup,
                 appGroups: grants.groups.map { GroupAccess(name: $0.group.name, rules: $0.rules) })
             try replies.send(VarlinkReplyEncoder.reply(result))
         }
@@ -370,17 +369,14 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// An operator event's metadata about a call: the event's fields and the caller's, with the caller's unit
-    /// (`CALLER_UNIT=`, found once when it connected; in system mode also its user unit, `CALLER_USER_UNIT=`).
+    /// (`CALLER_UNIT=`, found once when it connected).
     private func operatorMetadata(
         _ event: OperatorEvent, _ group: AppGroup, generation: UInt64? = nil, reason: String? = nil, caller: Caller
     ) -> Logger.Metadata {
         var metadata = event.metadata(
             group: group.name, generation: generation, reason: reason, callerUID: caller.uid, callerPID: caller.pid
         ) { Logger.MetadataValue.string($0) }
-        if let unit = access.unit(of: caller) {
-            metadata["caller_unit"] = "\(unit)"
-            if let userUnit = caller.userUnit, userUnit != unit { metadata["caller_user_unit"] = "\(userUnit)" }
-        }
+        if let unit = access.unit(of: caller) { metadata["caller_unit"] = "\(unit)" }
         return metadata
     }
 
