@@ -19,7 +19,8 @@
 //         AuthCore (pure rules: no I/O, no clock of its own) --------------+
 //
 //   Systemd (sd-event loop, its executor for Swift concurrency, sd-bus, sd_notify, journal) -> CSystemdShim (loads
-//   libsystemd at first use) -> CSystemd (its headers);
+//   libsystemd at first use) -> CSystemd (its headers); Systemd -> CPidfd (pidfds: SO_PEERPIDFD, PIDFD_GET_INFO, for
+//   the peer's unit);
 //   AuthTransport (the Varlink server, sources of the loop) -> CEpoll (epoll.h, accept4);
 //   AuthDaemon -> CTimerFD (timerfd.h), CMalloc (malloc.h), CProcessControl (prctl.h: the writers' thread name);
 //   AuthDaemonCommand, AuthCtlCommands -> CProcessControl (prctl.h: no core dumps)
@@ -62,6 +63,7 @@ let package = Package(
         .target(
             name: "Systemd",
             dependencies: [
+                "CPidfd",
                 "CSystemd",
                 "CSystemdShim",
                 .product(name: "Logging", package: "swift-log"),
@@ -74,6 +76,7 @@ let package = Package(
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(name: "CEpoll"),
         .systemLibrary(name: "CProcessControl"),
+        .systemLibrary(name: "CPidfd"),
 
         // MARK: The product's own modules
 
@@ -173,6 +176,7 @@ let package = Package(
                 "AuthStore",
                 "CEpoll",
                 "LoopHarness",
+                "Systemd",
                 "authd-test-app",
                 "exponea-authd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -54,7 +54,7 @@ struct AuthCtl: AsyncParsableCommand {
             """,
         version: ProductVersion.current,
         subcommands: [
-            Status.self, ListGroups.self, Get.self, SetToken.self, Preflight.self, Identify.self,
+            Status.self, ListGroups.self, WhoAmI.self, Get.self, SetToken.self, Preflight.self, Identify.self,
             Anonymize.self, Stop.self, Clear.self, Watch.self, Metrics.self, Decode.self, Mint.self, RefreshAgent.self,
         ]
     )

@@ -273,6 +273,7 @@ public struct Daemon: Sendable {
             configuration.maximumConnections = 16
             configuration.maximumConnectionsPerUser = 4
             configuration.counters = connections
+            configuration.namesUserUnits = mode == .user
             report = configuration
         }
         return (try listenConfiguration(passed.filter { $0.name != Self.reportSocketName }), report)
@@ -306,6 +307,7 @@ public struct Daemon: Sendable {
         configuration.maximumCallsInFlight = maximumCallsInFlight
         configuration.idleTimeout = idleTimeout
         configuration.counters = connections
+        configuration.namesUserUnits = mode == .user
         return configuration
     }
 

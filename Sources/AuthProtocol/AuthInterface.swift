@@ -25,6 +25,7 @@ public enum AuthInterface {
         case releaseRefresh = "ReleaseRefresh"
         case listGroups = "ListGroups"
         case countGroups = "CountGroups"
+        case whoAmI = "WhoAmI"
 
         /// The fully qualified name, such as `com.exponea.Auth.GetToken`.
         public var qualifiedName: String { "\(AuthInterface.name).\(rawValue)" }

@@ -288,8 +288,48 @@ public struct CountGroupsResult: Codable, Hashable, Sendable {
     }
 }
 
+/// An app group the caller may use, in WhoAmI's result, with the rules that allow it (`Users=1001`,
+/// `Groups=1002`, `Units=shop-*.service`, `root`, `owner`).
+public struct GroupAccess: Codable, Hashable, Sendable {
+    public var name: String
+    public var rules: [String]
+    public init(name: String, rules: [String]) {
+        self.name = name
+        self.rules = rules
+    }
+}
+
+/// WhoAmI's result: how the daemon sees the caller, as it saw it when the connection was made.
+public struct WhoAmIResult: Codable, Hashable, Sendable {
+    public var pid: Int32
+    public var uid: UInt32
+    /// The primary group.
+    public var gid: UInt32
+    /// The supplementary groups, ascending.
+    public var gids: [UInt32]
+    /// The unit the daemon names the caller by: in system mode its system unit, in user mode its unit in the
+    /// user's service manager; nil when it has none the daemon can know.
+    public var unit: String?
+    /// The rule that lets the caller use every group (`root`; `owner` in user mode), or nil.
+    public var everyGroup: String?
+    /// The configured groups the caller may use, by name, each with its rules.
+    public var appGroups: [GroupAccess]
+    public init(
+        pid: Int32, uid: UInt32, gid: UInt32, gids: [UInt32], unit: String?, everyGroup: String?,
+        appGroups: [GroupAccess]
+    ) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.gids = gids
+        self.unit = unit
+        self.everyGroup = everyGroup
+        self.appGroups = appGroups
+    }
+}
+
 /// The empty result of ClearLocalCustomerData and AcknowledgeFlush, and the empty
-/// parameters of ListGroups and CountGroups.
+/// parameters of ListGroups, CountGroups and WhoAmI.
 public struct EmptyPayload: Codable, Hashable, Sendable {
     public init() {}
 }

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
+import Systemd
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// Reads who is at the other end of a Unix socket (a ``Caller``, of AuthCore), as the kernel recorded it when the
-/// peer connected: `SO_PEERCRED` (pid, uid, primary gid) and `SO_PEERGROUPS` (supplementary groups), when the
-/// connection is accepted, before any call is handled.
+/// peer connected: `SO_PEERCRED` (pid, uid, primary gid) and `SO_PEERGROUPS` (supplementary groups), and its
+/// systemd unit (``PeerUnitResolver``: its pidfd's cgroup), when the connection is accepted, before any call is
+/// handled.
 enum PeerCredentials {
     /// Reads the credentials of the peer of the connected Unix socket `descriptor`: `SO_PEERCRED`, then
     /// `SO_PEERGROUPS` (Linux 4.13), whose length the kernel reports.
@@ -21,6 +23,13 @@ enum PeerCredentials {
         }
         return Caller(
             pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: try groups(of: descriptor))
+    }
+
+    /// Adds to `caller`, the peer of `descriptor`, its unit, found by `units`.
+    static func identify(_ caller: inout Caller, of descriptor: Int32, units: PeerUnitResolver) {
+        let found = units.units(ofPeer: descriptor, pid: caller.pid)
+        caller.unit = found?.unit
+        caller.userUnit = found?.userUnit
     }
 
     /// `SO_PEERGROUPS`: into 64 entries first; with ERANGE the kernel says how many there are.

@@ -66,6 +66,13 @@ public final class VarlinkServer {
         /// How long the server stops accepting when accept(2) fails for want of resources (EMFILE, ENFILE,
         /// ENOBUFS, ENOMEM): the waiting clients stay queued and are accepted once descriptors are free.
         public var acceptBackoff: Duration = .milliseconds(250)
+        /// Whether each peer's systemd unit is found when it connects (``Caller/unit``): its pidfd's cgroup,
+        /// named by the cgroup file system (``PeerUnitResolver``). Off, callers have no unit.
+        public var identifiesUnits = true
+        /// User mode: the units of the server's own user's service manager (`user@UID.service`) are read too,
+        /// and the log names a caller by its unit there, as the dispatcher does. Another user's manager is never
+        /// read: its user may fill it with cgroups.
+        public var namesUserUnits = false
 
         public init(listen: Listen) { self.listen = listen }
     }
@@ -89,6 +96,9 @@ public final class VarlinkServer {
     /// The connections' sockets, one source of the loop.
     private var poller: ConnectionPoller?
     private var backingOff = false
+    /// Finds each peer's unit, with its index of the cgroups' units; nil when ``Configuration/identifiesUnits``
+    /// is off.
+    private let units: PeerUnitResolver?
     /// What every connection reads into: one buffer, since one thread reads.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readBudget, alignment: 16)
 
@@ -103,6 +113,11 @@ public final class VarlinkServer {
         self.executor = executor
         self.logger = logger
         self.counters = configuration.counters?.value ?? ConnectionCounters()
+        self.units =
+            configuration.identifiesUnits
+            ? PeerUnitResolver(
+                index: CgroupUnitIndex(userManager: configuration.namesUserUnits ? "user@\(getuid()).service" : nil))
+            : nil
         self.admission = ConnectionAdmission(
             maximumConnections: configuration.maximumConnections,
             maximumPerUser: configuration.maximumConnectionsPerUser,
@@ -210,9 +225,10 @@ public final class VarlinkServer {
     }
 
     /// Serves the connected, non-blocking socket `descriptor` (accepted, or one end of a pair in a test): reads
-    /// the peer's credentials and counts the connection against the bounds, or closes it.
+    /// the peer's credentials and counts the connection against the bounds, or closes it; then finds the peer's
+    /// unit, once for the connection.
     func serve(connected descriptor: Int32) {
-        let peer: Caller
+        var peer: Caller
         do {
             peer = try PeerCredentials.read(from: descriptor)
         } catch {
@@ -221,10 +237,11 @@ public final class VarlinkServer {
             return
         }
         if let refusal = admission.admit(peer.uid) {
+            refused(peer, refusal, descriptor)
             close(descriptor)
-            refused(peer, refusal)
             return
         }
+        if let units { PeerCredentials.identify(&peer, of: descriptor, units: units) }
         let connection = ServerConnection(
             descriptor: descriptor, peer: peer, limits: limits, handler: handler, server: self, executor: executor,
             logger: logger, throttle: throttle, counters: counters)
@@ -246,7 +263,9 @@ public final class VarlinkServer {
         admission.release(connection.peer.uid)
     }
 
-    private func refused(_ peer: Caller, _ refusal: ConnectionAdmission.Refusal) {
+    /// Counts and logs (throttled) a refused connection; the log line names the caller's unit, found only for a
+    /// line that is written, while its socket `descriptor` is open.
+    private func refused(_ peer: Caller, _ refusal: ConnectionAdmission.Refusal, _ descriptor: Int32) {
         counters.count(refusal.counted)
         let (kind, reason) =
             switch refusal {
@@ -259,6 +278,12 @@ public final class VarlinkServer {
                 reason: refusal.counted.rawValue, callerUID: peer.uid, callerPID: peer.pid
             ) { Logger.MetadataValue.string($0) }
             metadata["count"] = "\(count)"
+            if let units {
+                var identified = peer
+                PeerCredentials.identify(&identified, of: descriptor, units: units)
+                let named = configuration.namesUserUnits ? identified.userUnit ?? identified.unit : identified.unit
+                if let named { metadata["caller_unit"] = "\(named)" }
+            }
             logger.warning("Refusing a connection: \(reason)\(LogThrottle.suffix(count))", metadata: metadata)
         }
     }

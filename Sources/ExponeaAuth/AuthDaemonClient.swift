@@ -289,6 +289,12 @@ public final class AuthDaemonClient: Sendable {
         try Self.read(try await exchange(Self.encodeGroupCall("com.exponea.Auth.CountGroups", group: nil)))
     }
 
+    /// How the daemon sees this process (`WhoAmI`): its uid, gids and unit as the daemon saw them when the
+    /// connection was made, and the groups it may use, each with the rules that allow it.
+    nonisolated(nonsending) public func whoAmI() async throws(AuthClientError) -> WhoAmIResult {
+        try await call("WhoAmI", EmptyPayload())
+    }
+
     /// What the daemon says about itself (`org.varlink.service.GetInfo`).
     nonisolated(nonsending) public func info() async throws(AuthClientError) -> DaemonInfo {
         try Self.read(try await exchange(Self.encodeGroupCall("org.varlink.service.GetInfo", group: nil)))

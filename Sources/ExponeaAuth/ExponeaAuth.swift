@@ -41,6 +41,10 @@ public typealias AuthEvent = AuthProtocol.AuthEvent
 public typealias GroupSummary = AuthProtocol.GroupSummary
 /// How many app groups `CountGroups` counts, and how many of them have a token.
 public typealias CountGroupsResult = AuthProtocol.CountGroupsResult
+/// How the daemon sees the caller (`WhoAmI`).
+public typealias WhoAmIResult = AuthProtocol.WhoAmIResult
+/// An app group the caller may use, with the rules that allow it.
+public typealias GroupAccess = AuthProtocol.GroupAccess
 /// A token's claims as the daemon read them.
 public typealias ClaimsPayload = AuthProtocol.ClaimsPayload
 /// A token on the wire; its description never shows the token.

@@ -126,11 +126,21 @@ public final class BusConnection {
         keep(callback, slot)
     }
 
-    /// Asks the bus for the groups of `peer`, a unique name such as `:1.42`, without waiting:
-    /// `GetConnectionCredentials`' `UnixGroupIDs`, what the kernel said of the peer's connection to the bus
-    /// (`SO_PEERGROUPS`). `completion` gets them from the dispatch that reads the reply, or nil when the bus does
-    /// not say (an error, no reply within 5 s, or a bus without the field).
-    public func groups(of peer: String, then completion: @escaping ([UInt32]?) -> Void) throws(SystemdError) {
+    /// What the bus says of a peer (`GetConnectionCredentials`): what the kernel said of the peer's connection to
+    /// the bus.
+    public struct PeerCredentials: Sendable {
+        /// `UnixGroupIDs` (`SO_PEERGROUPS`), ascending; nil when the bus does not say.
+        public var groups: [UInt32]?
+        /// `ProcessID` (`SO_PEERCRED`); nil when the bus does not say.
+        public var pid: Int32?
+    }
+
+    /// Asks the bus about `peer`, a unique name such as `:1.42`, without waiting: `GetConnectionCredentials`'
+    /// `UnixGroupIDs` and `ProcessID`. `completion` gets them from the dispatch that reads the reply, or nil when
+    /// the bus does not say (an error, or no reply within 5 s).
+    public func credentials(
+        of peer: String, then completion: @escaping (PeerCredentials?) -> Void
+    ) throws(SystemdError) {
         var call: OpaquePointer?
         try Self.check(
             sd_bus_message_new_method_call(
@@ -140,7 +150,7 @@ public final class BusConnection {
         defer { sd_bus_message_unref(call) }
         _ = peer.withCString { sd_bus_message_append_basic(call, CChar(UInt8(ascii: "s")), $0) }
         // Retained until its one reply; the slot is the bus's (floating), freed after the callback.
-        let callback = Unmanaged.passRetained(BusCallback { completion(Self.unixGroupIDs(in: $0)) })
+        let callback = Unmanaged.passRetained(BusCallback { completion(Self.peerCredentials(in: $0)) })
         let result = sd_bus_call_async(
             bus, nil, call,
             { message, userdata, _ in
@@ -154,12 +164,12 @@ public final class BusConnection {
         }
     }
 
-    /// `UnixGroupIDs` of a `GetConnectionCredentials` reply (`a{sv}`).
-    private static func unixGroupIDs(in reply: OpaquePointer?) -> [UInt32]? {
+    /// `UnixGroupIDs` and `ProcessID` of a `GetConnectionCredentials` reply (`a{sv}`).
+    private static func peerCredentials(in reply: OpaquePointer?) -> PeerCredentials? {
         guard let reply, sd_bus_message_is_method_error(reply, nil) == 0,
             sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "a")), "{sv}") > 0
         else { return nil }
-        var found: [UInt32]?
+        var found = PeerCredentials()
         while sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "e")), "sv") > 0 {
             var key: UnsafePointer<CChar>?
             guard sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "s")), &key) > 0, let key else { return found }
@@ -173,7 +183,15 @@ public final class BusConnection {
                     sd_bus_message_exit_container(reply)
                 }
                 sd_bus_message_exit_container(reply)
-                found = gids.sorted()
+                found.groups = gids.sorted()
+            } else if strcmp(key, "ProcessID") == 0,
+                sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "v")), "u") > 0
+            {
+                var pid: UInt32 = 0
+                if sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "u")), &pid) > 0, pid > 0, pid <= Int32.max {
+                    found.pid = Int32(pid)
+                }
+                sd_bus_message_exit_container(reply)
             } else {
                 sd_bus_message_skip(reply, "v")
             }

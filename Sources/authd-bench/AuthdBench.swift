@@ -18,7 +18,7 @@ struct AuthdBench: ParsableCommand {
 enum Benchmark: String, CaseIterable, ExpressibleByArgument {
     case latency, hops, client, clib, throughput, fanout, bus, scale, durability, agents, footprint, flood, authctl,
         metrics,
-        counting, churn
+        counting, churn, identity
 }
 
 struct Run: ParsableCommand {
@@ -79,6 +79,7 @@ struct Run: ParsableCommand {
             case .agents: try RefreshAgentBenchmark(settings).run(report)
             case .footprint: try FootprintBenchmark(settings).run(report)
             case .churn: try ChurnBenchmark(settings).run(report)
+            case .identity: try IdentityBenchmark(settings).run(report)
             case .flood: try FloodBenchmark(settings).run(report)
             case .authctl: try AuthctlBenchmark(settings).run(report)
             case .metrics: try MetricsBenchmark(settings).run(report)

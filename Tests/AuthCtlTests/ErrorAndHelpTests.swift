@@ -6,7 +6,8 @@ import Testing
 @Suite("authctl exit codes, help and completions", .offPool)
 struct ErrorAndHelpTests {
     static let commands = [
-        "status", "list", "get", "set", "preflight", "identify", "anonymize", "stop", "clear", "watch", "metrics",
+        "status", "list", "whoami", "get", "set", "preflight", "identify", "anonymize", "stop", "clear", "watch",
+        "metrics",
         "decode", "mint", "refresh-agent",
     ]
 

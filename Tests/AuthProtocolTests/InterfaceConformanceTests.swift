@@ -33,6 +33,7 @@ struct InterfaceConformanceTests {
             "ReleaseRefresh": (ReleaseRefreshParameters.self, ReleaseRefreshResult.self),
             "ListGroups": (EmptyPayload.self, ListGroupsResult.self),
             "CountGroups": (EmptyPayload.self, CountGroupsResult.self),
+            "WhoAmI": (EmptyPayload.self, WhoAmIResult.self),
         ]
     }
 
@@ -68,6 +69,9 @@ struct InterfaceConformanceTests {
         let event = try JSONDecoder().decode(
             AuthEvent.self, from: Data(idl.sample(of: .named("Event")).serialized.utf8))
         #expect(Self.labels(of: event) == idl.fieldNames(of: "Event"))
+        let access = try JSONDecoder().decode(
+            GroupAccess.self, from: Data(idl.sample(of: .named("GroupAccess")).serialized.utf8))
+        #expect(Self.labels(of: access) == idl.fieldNames(of: "GroupAccess"))
         let flush = UnconfirmedFlush(pid: 1, reason: .dropped)
         #expect(Self.labels(of: flush) == idl.fieldNames(of: "UnconfirmedFlush"))
 

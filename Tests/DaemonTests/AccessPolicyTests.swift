@@ -150,4 +150,54 @@ struct AccessPolicyTests {
         #expect(system.gid(ofGroup: "root") == 0)
         #expect(system.uid(ofUser: "no-such-user-\(UInt32.random(in: 0...UInt32.max))") == nil)
     }
+
+    /// `Units=` (issue 40): a process whose system unit matches a name or a glob may use the group, whatever its
+    /// uid; the rules add up with `Users=` and `Groups=`, and each allowing rule is named.
+    @Test func unitsAllowByTheCallersSystemUnit() throws {
+        let policy = try AccessPolicy(
+            files: [
+                ("authd.conf", "[AppGroup]\nName=shop\nUsers=widget\nUnits=shop-app.service kiosk-*.service\n"),
+                ("authd.conf.d/b.conf", "[AppGroup]\nName=shop\nUnits=session-[0-9].scope\n"),
+            ],
+            users: users)
+        #expect(policy.warnings.isEmpty)
+        #expect(policy.rules[shop]?.units == ["shop-app.service", "kiosk-*.service", "session-[0-9].scope"])
+        func process(uid: UInt32, unit: String?, userUnit: String? = nil) -> Caller {
+            Caller(pid: 1, uid: uid, gid: uid, unit: unit, userUnit: userUnit)
+        }
+        #expect(policy.allows(process(uid: 61234, unit: "shop-app.service"), group: shop))
+        #expect(policy.allows(process(uid: 61234, unit: "kiosk-lobby.service"), group: shop))
+        #expect(policy.allows(process(uid: 61234, unit: "session-3.scope"), group: shop))
+        // The same uid in another unit, in none, or only a user unit of that name: refused.
+        #expect(!policy.allows(process(uid: 61234, unit: "other-app.service"), group: shop))
+        #expect(!policy.allows(process(uid: 61234, unit: nil), group: shop))
+        #expect(
+            !policy.allows(process(uid: 61234, unit: "user@61234.service", userUnit: "shop-app.service"), group: shop))
+        #expect(!policy.allows(process(uid: 61234, unit: "shop-app.service"), group: news))
+        #expect(policy.reasons(process(uid: 61234, unit: "kiosk-a.service"), group: shop) == ["Units=kiosk-*.service"])
+        #expect(
+            policy.reasons(process(uid: 1002, unit: "shop-app.service"), group: shop)
+                == ["Users=1002", "Units=shop-app.service"])
+        #expect(policy.reasons(process(uid: 0, unit: nil), group: shop) == ["root"])
+        #expect(policy.reasons(process(uid: 61234, unit: "other.service"), group: shop).isEmpty)
+    }
+
+    @Test(arguments: [
+        ("Units=", "Units= needs unit names or globs"),
+        ("Units=shop-app", "did you mean shop-app.service?"),
+        ("Units=shop.slice", "needs the suffix .service or .scope"),
+        ("Units=.service", "a suffix with no name"),
+        ("Units=shop/app.service", "'/' is in no unit name"),
+        ("Units=shop[a-.service", "a '[' with no ']'"),
+        ("Units=getty@.service", "a template, which no process runs in"),
+        ("Units=" + String(repeating: "a", count: 250) + ".service", "longer than 255 bytes"),
+    ])
+    func badUnitsAreRefusedWithFileAndLine(_ line: String, _ message: String) {
+        #expect {
+            try AccessPolicy(files: [("drop.conf", "[AppGroup]\nName=shop\n\(line)\n")], users: users)
+        } throws: { error in
+            guard let error = error as? ConfigurationError else { return false }
+            return error.file == "drop.conf" && error.line == 3 && error.message.contains(message)
+        }
+    }
 }

@@ -180,6 +180,61 @@ struct AuthCallDispatcherTests {
         #expect(error == "com.exponea.Auth.PermissionDenied")
     }
 
+    /// Units= (issue 40): a caller allowed by its unit (found once when it connected) is served, named by it in the
+    /// operator's log (CALLER_UNIT=) and in WhoAmI with the rule; a reload that drops the unit refuses the same
+    /// caller's next call, as one of a connection that stays open.
+    @Test func aCallerAllowedByItsUnitIsServedLoggedAndRefusedAfterAReloadDropsIt() async throws {
+        let configuration = "[AppGroup]\nName=shop\nUnits=shop-*.service\n"
+        let policy = try AccessPolicy(files: [("authd.conf", configuration)], users: SystemUserDatabase())
+        let access = AccessControl(policy: policy)
+        let logs = LogCapture()
+        let loop = try TestLoop()
+        defer { loop.stop() }
+        let directory = try TemporaryDirectory(prefix: "authd-units")
+        defer { directory.remove() }
+        let store = try TokenStore(
+            directory: directory.appending("state"), key: StoreKey(material: Array(repeating: 5, count: 32)),
+            logger: Logger(label: "test"))
+        let service = AuthService(
+            store: store, records: [], clock: ManualClock(Date()), storeWriters: StoreWriters.shared,
+            executor: loop.executor, logger: Logger(label: "test"))
+        let dispatcher = AuthCallDispatcher(service: service, access: access, logger: logs.logger())
+        let app = Caller(pid: 4321, uid: 61234, gid: 61234, unit: "shop-app.service")
+        let other = Caller(pid: 4322, uid: 61234, gid: 61234, unit: "other-app.service")
+        func call(_ json: String, as caller: Caller) async throws -> [String: Any] {
+            let frames = Locked<[[UInt8]]>([])
+            try await dispatcher.handle(try VarlinkCall(decoding: Array(json.utf8)), from: caller, on: loop) { frame in
+                frames.withLock { $0.append(frame) }
+            }
+            let frame = try #require(frames.withLock { $0 }.first)
+            return try JSONSerialization.jsonObject(with: Data(frame.dropLast())) as! [String: Any]
+        }
+        let set = #"{"method":"com.exponea.Auth.SetToken","parameters":{"group":"shop","token":"\#(token)"}}"#
+        let get = #"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"shop"}}"#
+
+        #expect(try await call(set, as: app)["error"] == nil)
+        let entry = try #require(logs.entries.first { $0.message == "Token set" })
+        #expect(entry.metadata["caller_unit"] == "shop-app.service")
+        #expect(entry.metadata["caller_uid"] == "61234")
+        #expect((try await call(get, as: app)["parameters"] as? [String: Any])?["token"] as? String == token)
+        #expect(try await call(get, as: other)["error"] as? String == "com.exponea.Auth.PermissionDenied")
+
+        let whoAmI = try await call(#"{"method":"com.exponea.Auth.WhoAmI"}"#, as: app)
+        let seen = try #require(whoAmI["parameters"] as? [String: Any])
+        #expect(seen["unit"] as? String == "shop-app.service")
+        let groups = seen["appGroups"] as? [[String: Any]]
+        #expect(groups?.first?["name"] as? String == "shop")
+        #expect(groups?.first?["rules"] as? [String] == ["Units=shop-*.service"])
+
+        let reloaded = try AccessPolicy(
+            files: [("authd.conf", "[AppGroup]\nName=shop\nUnits=kiosk-*.service\n")], users: SystemUserDatabase())
+        await dispatcher.replaceAccessPolicy(with: reloaded)
+        #expect(try await call(get, as: app)["error"] as? String == "com.exponea.Auth.PermissionDenied")
+        // The refusals' line (one per user per interval) named the first refused: the same uid, in other-app.
+        let refusal = try #require(logs.entries.first { $0.message.hasPrefix("Permission denied") })
+        #expect(refusal.metadata["caller_unit"] == "other-app.service")
+    }
+
     /// CountGroups counts, for each caller, the groups ListGroups would list for it: root every group, a user
     /// those the policy gives it, a stranger none.
     @Test func countGroupsCountsOnlyPermittedGroupsInSystemMode() async throws {

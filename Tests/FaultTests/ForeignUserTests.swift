@@ -29,7 +29,7 @@ struct ForeignUserTests {
                 case .identifyCustomer: ["group": group, "customerIds": ["registered": "intruder"], "token": token]
                 case .acknowledgeFlush: ["group": group, "flushId": "00000000-0000-0000-0000-000000000000"]
                 case .claimRefresh, .releaseRefresh: ["group": group, "generation": 1]
-                case .listGroups, .countGroups: [:]
+                case .listGroups, .countGroups, .whoAmI: [:]
                 }
             return (method, parameters)
         }
@@ -82,6 +82,14 @@ struct ForeignUserTests {
                 let groups = (reply["parameters"] as? [String: Any])?["groups"] as? [[String: Any]] ?? []
                 #expect(groups.map { $0["name"] as? String } == [Self.lobby], "\(text)")
                 #expect(!text.contains(Self.vault), "ListGroups names the vault: \(text)")
+            } else if method == .whoAmI {
+                // Not refused, but it names the caller's group only, with the rule that allows it.
+                let seen = reply["parameters"] as? [String: Any] ?? [:]
+                let groups = seen["appGroups"] as? [[String: Any]] ?? []
+                #expect(groups.map { $0["name"] as? String } == [Self.lobby], "\(text)")
+                #expect(groups.first?["rules"] as? [String] == ["Users=65534"], "\(text)")
+                #expect(seen["uid"] as? Int == 65534, "\(text)")
+                #expect(!(seen["everyGroup"] is String), "\(text)")
             } else if method == .countGroups {
                 // Not refused, but it counts the caller's group only.
                 let counts = reply["parameters"] as? [String: Any] ?? [:]

@@ -59,4 +59,29 @@ public struct AccessControl: Sendable {
             return policy.allows(caller, group: group)
         }
     }
+
+    /// The unit that names `caller` to the operator and to `whoami`: in user mode its unit in the user's
+    /// service manager (when it runs in one), in system mode its system unit.
+    public func unit(of caller: Caller) -> String? {
+        switch mode {
+        case .owner: caller.userUnit ?? caller.unit
+        case .policy: caller.unit
+        }
+    }
+
+    /// How `caller` may use app groups, for `WhoAmI`: the rule that lets it use every group (`root`, or the
+    /// daemon's own user in user mode), and each configured group it may use with the rules that allow it, by
+    /// name.
+    public func grants(for caller: Caller) -> (everyGroup: String?, groups: [(group: AppGroup, rules: [String])]) {
+        switch mode {
+        case .owner(let uid):
+            return (caller.uid == uid ? "owner" : nil, [])
+        case .policy:
+            let groups = policy.rules.keys.sorted { $0.name < $1.name }.compactMap { group in
+                let rules = policy.reasons(caller, group: group)
+                return rules.isEmpty ? nil : (group, rules)
+            }
+            return (caller.uid == 0 ? "root" : nil, groups)
+        }
+    }
 }

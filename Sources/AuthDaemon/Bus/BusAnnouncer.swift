@@ -244,6 +244,8 @@ private final class BusWatchers {
     private let access: BusAnnouncer.AccessNow?
     private let logger: Logger
     private var peers: [String: Peer] = [:]
+    /// Finds a watcher's unit, from its pid as the bus gives it.
+    private let units = PeerUnitResolver()
 
     init(connection: BusConnection, access: BusAnnouncer.AccessNow?, logger: Logger) {
         self.connection = connection
@@ -262,16 +264,20 @@ private final class BusWatchers {
                 name: "org.freedesktop.DBus.Error.AccessDenied", message: "the bus did not say who is calling")
         }
         let sender = call.sender
-        // The groups the bus vouches for (the kernel's, of the caller's connection): a user allowed through
-        // Groups= by a supplementary group may watch, as it may call over Varlink. sd-bus of systemd 252 does not
-        // read them from the bus, so they are asked for here.
+        // The groups and the pid the bus vouches for (the kernel's, of the caller's connection): a user allowed
+        // through Groups= by a supplementary group, or through Units= by its unit, may watch, as it may call over
+        // Varlink. sd-bus of systemd 252 reads neither from the bus, so they are asked for here.
         let reply = call.replyLater()
         do {
-            try connection.groups(of: sender) { [weak self] groups in
-                let caller = Caller(pid: 0, uid: uid, gid: gid ?? gid_t.max, groups: groups ?? [])
-                reply.send(
-                    self?.watch(group, by: caller, sender: sender)
-                        ?? .error(name: "org.freedesktop.DBus.Error.Failed", message: "the daemon is stopping"))
+            try connection.credentials(of: sender) { [weak self] credentials in
+                guard let self else {
+                    reply.send(.error(name: "org.freedesktop.DBus.Error.Failed", message: "the daemon is stopping"))
+                    return
+                }
+                var caller = Caller(
+                    pid: credentials?.pid ?? 0, uid: uid, gid: gid ?? gid_t.max, groups: credentials?.groups ?? [])
+                self.identify(&caller)
+                reply.send(self.watch(group, by: caller, sender: sender))
             }
         } catch {
             reply.send(watch(group, by: Caller(pid: 0, uid: uid, gid: gid ?? gid_t.max), sender: sender))
@@ -279,11 +285,23 @@ private final class BusWatchers {
         return .later
     }
 
+    /// Adds to `caller` the unit of its process: a pidfd opened by the pid the bus gave (dbus-daemon of Debian 12
+    /// gives no pidfd), whose process must run as the caller's uid, and that still runs after its cgroup is read.
+    private func identify(_ caller: inout Caller) {
+        guard let process = ProcessDescriptor.open(caller.pid),
+            let found = units.units(of: process, pid: caller.pid, uid: caller.uid)
+        else { return }
+        caller.unit = found.unit
+        caller.userUnit = found.userUnit
+    }
+
     private func watch(_ group: AppGroup, by caller: Caller, sender: String) -> BusMethodReply {
         guard access?().allows(caller, group) ?? true else {
             return .error(
                 name: "org.freedesktop.DBus.Error.AccessDenied",
-                message: "uid \(caller.uid) may not use the app group \(group); see exponea-authd.conf(5)")
+                message:
+                    "uid \(caller.uid)\(caller.unit.map { " (\($0))" } ?? "") may not use the app group \(group); "
+                    + "see exponea-authd.conf(5)")
         }
         var peer = peers[sender] ?? Peer(caller: caller)
         guard peers[sender] != nil || peers.count < BusAnnouncer.maximumWatchingPeers else {

@@ -84,7 +84,8 @@ final class CallCounters {
         case .releaseRefresh: 12
         case .listGroups: 13
         case .countGroups: 14
-        case nil: 15
+        case .whoAmI: 15
+        case nil: 16
         }
     }
 

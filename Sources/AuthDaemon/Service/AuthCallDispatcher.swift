@@ -15,8 +15,7 @@ import Systemd
 /// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
 /// transport hands it each call with the caller's credentials and the connection's replies.
 ///
-/// An actor on the service's loop: what it keeps of the connections (their refresh claims, their callers'
-/// units), its throttle of refusals' log lines and its counts of calls are its own state, which the loop's
+/// An actor on the service's loop: what it keeps of the connections (their refresh claims), its throttle of refusals' log lines and its counts of calls are its own state, which the loop's
 /// callbacks reach in their own turn (``dispatch(_:from:connection:)``), and the calls that run later reach from
 /// the connection's task on the loop (``onLoop(_:)``), so none of it needs a lock.
 public actor AuthCallDispatcher: VarlinkCallHandler {
@@ -35,9 +34,6 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     /// The connections that claimed a refresh at some point, so that only their closing goes to the service:
     /// most connections never claim.
     private var claimants: Set<VarlinkConnectionID> = []
-    /// Each connection's caller's unit for the operator's log lines, looked up at the connection's first operator
-    /// event (two reads of /proc: a connection's peer is one process) and forgotten when it closes.
-    private var callerUnits: [VarlinkConnectionID: String?] = [:]
     /// One "Permission denied" line per user per interval, with a count: a flood of refused calls must not
     /// become a flood of log lines.
     private let deniedLog = LogThrottle()
@@ -53,10 +49,10 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { service.unownedExecutor }
 
     /// Who may use which group now.
-    var currentAccess: AccessControl { access }
+    public var currentAccess: AccessControl { access }
 
     /// Replaces the access policy (a reload): the next call of every connection is decided by it.
-    func replaceAccessPolicy(with policy: AccessPolicy) { access.replace(with: policy) }
+    public func replaceAccessPolicy(with policy: AccessPolicy) { access.replace(with: policy) }
 
     /// The calls answered so far, by method and result: each pair counted at least once.
     func callCounts() -> [(method: CallCounters.Method, result: CallCounters.Result, count: UInt64)] {
@@ -148,7 +144,6 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
     /// The refresh claims `connection` holds end with it (the app exited or crashed inside its fetch).
     public func connectionClosed(_ connection: VarlinkConnectionID) async {
-        callerUnits.removeValue(forKey: connection)
         guard claimants.remove(connection) != nil else { return }
         await service.connectionClosed(connection.rawValue)
     }
@@ -166,7 +161,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
             }
             // The reply first: the caller waits for it, not for the operator's log line (which follows even when
             // the reply cannot be sent, as the token is set).
-            defer { logTokenSet(group, generation, jwt, caller, connection) }
+            defer { logTokenSet(group, generation, jwt, caller) }
             try replies.send(
                 VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
 
@@ -218,7 +213,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
                 try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
             }
             if parameters.token != nil {
-                logTokenSet(group, generation, await service.token(for: group).token, caller, connection)
+                logTokenSet(group, generation, await service.token(for: group).token, caller)
             }
             try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
@@ -228,7 +223,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
             let result = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: cause)
             }
-            logCleared(group, cause, caller, connection)
+            logCleared(group, cause, caller)
             try replies.send(VarlinkReplyEncoder.reply(result))
 
         case .clearLocalCustomerData:
@@ -237,7 +232,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
             _ = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: .clearLocalCustomerData)
             }
-            logCleared(group, .clearLocalCustomerData, caller, connection)
+            logCleared(group, .clearLocalCustomerData, caller)
             try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .subscribe:
@@ -299,6 +294,16 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
             }
             let (groups, withToken) = (visible.count, visible.count(where: \.hasToken))
             try replies.send(VarlinkReplyEncoder.reply(CountGroupsResult(groups: groups, withToken: withToken)))
+
+        case .whoAmI:
+            _ = try call.parameters(EmptyPayload.self)
+            let access = onLoop { $0.access }
+            let grants = access.grants(for: caller)
+            let result = WhoAmIResult(
+                pid: caller.pid, uid: caller.uid, gid: caller.gid, gids: caller.groups, unit: access.unit(of: caller),
+                everyGroup: grants.everyGroup,
+                appGroups: grants.groups.map { GroupAccess(name: $0.group.name, rules: $0.rules) })
+            try replies.send(VarlinkReplyEncoder.reply(result))
         }
     }
 
@@ -348,11 +353,10 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
     /// The operator's "Token set": which group, at which generation, by whom (never the token).
     private nonisolated func logTokenSet(
-        _ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller, _ connection: VarlinkConnectionID
+        _ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller
     ) {
         var metadata = onLoop {
-            $0.operatorMetadata(
-                .tokenSet, group, generation: generation, caller: caller, connection: connection)
+            $0.operatorMetadata(.tokenSet, group, generation: generation, caller: caller)
         }
         metadata["state"] = "\(TokenState(jwt, at: Date()))"
         logger.info("Token set", metadata: metadata)
@@ -360,35 +364,25 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
     /// The operator's "Cleared app group": which group, why, by whom.
     private nonisolated func logCleared(
-        _ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller, _ connection: VarlinkConnectionID
+        _ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller
     ) {
         logger.notice(
             "Cleared app group",
             metadata: onLoop {
-                $0.operatorMetadata(.cleared, group, reason: cause.rawValue, caller: caller, connection: connection)
+                $0.operatorMetadata(.cleared, group, reason: cause.rawValue, caller: caller)
             })
     }
 
-    /// An operator event's metadata about a call: the event's fields and the caller's, with the caller's unit when
-    /// the daemon may see its process (looked up once for `connection`'s calls).
+    /// An operator event's metadata about a call: the event's fields and the caller's, with the caller's unit
+    /// (`CALLER_UNIT=`, found once when it connected).
     private func operatorMetadata(
-        _ event: OperatorEvent, _ group: AppGroup, generation: UInt64? = nil, reason: String? = nil, caller: Caller,
-        connection: VarlinkConnectionID? = nil
+        _ event: OperatorEvent, _ group: AppGroup, generation: UInt64? = nil, reason: String? = nil, caller: Caller
     ) -> Logger.Metadata {
         var metadata = event.metadata(
             group: group.name, generation: generation, reason: reason, callerUID: caller.uid, callerPID: caller.pid
         ) { Logger.MetadataValue.string($0) }
-        let unit = connection.map { callerUnit(of: caller.pid, on: $0) } ?? ProcessUnit.of(caller.pid)
-        if let unit { metadata["caller_unit"] = "\(unit)" }
+        if let unit = access.unit(of: caller) { metadata["caller_unit"] = "\(unit)" }
         return metadata
-    }
-
-    /// The unit of `connection`'s caller `pid`, looked up once for the connection.
-    private func callerUnit(of pid: Int32, on connection: VarlinkConnectionID) -> String? {
-        if let known = callerUnits[connection] { return known }
-        let unit = ProcessUnit.of(pid)
-        callerUnits[connection] = unit
-        return unit
     }
 
     /// Runs a service operation, turning its errors into the interface's.
