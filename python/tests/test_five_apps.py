@@ -108,7 +108,9 @@ def test_a_401_is_reported_and_retried_once_with_the_token_one_app_fetched(daemo
         first = await App.start(APP, ["shop", str(backend.port), "1", "0"], daemon, "first")
         assert await first.exit() == 0, first.output  # the group's token, generation 1
         backend.reject_next()
-        apps = [await App.start(APP, ["shop", str(backend.port), "1", "0"], daemon, f"app {i}") for i in range(5)]
+        # Each app stays until the fetched token (generation 2) is set: none leaves while the claimant fetches.
+        apps = [await App.start(APP, ["shop", str(backend.port), "1", "0", "--until-generation", "2"], daemon,
+                                f"app {i}") for i in range(5)]
         for app in apps:
             assert await app.exit() == 0, app.output
         return apps
