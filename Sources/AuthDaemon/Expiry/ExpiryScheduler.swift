@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
 import HeapModule
-import OrderedCollections
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -47,9 +46,8 @@ public struct ExpiryScheduler: Sendable {
         }
     }
 
-    /// An ordered dictionary for its memory, not its order (as ``GroupTable``'s); a removal swaps the entry
-    /// with the last one first, so it stays O(1).
-    private var entries: OrderedDictionary<AppGroup, Entry> = [:]
+    /// Dense, for its memory at 100,000 groups (as ``GroupTable``'s).
+    private var entries = DenseGroupMap<Entry>()
     private var heap = Heap<Armed>()
     private var nextGeneration: UInt64 = 0
     /// How many entries have a pending deadline (live heap items).
@@ -103,10 +101,7 @@ public struct ExpiryScheduler: Sendable {
 
     /// Forgets `group` and its timer.
     public mutating func remove(_ group: AppGroup) {
-        guard let index = entries.index(forKey: group) else { return }
-        let last = entries.count - 1
-        if index != last { entries.swapAt(index, last) }
-        let entry = entries.removeLast().value
+        guard let entry = entries.removeValue(forKey: group) else { return }
         if entry.pending != nil { pendingCount -= 1 }
         tidyHeap()
     }

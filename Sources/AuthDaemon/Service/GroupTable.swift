@@ -2,7 +2,6 @@
 import AuthCore
 import AuthProtocol
 import AuthStore
-import OrderedCollections
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -16,10 +15,8 @@ import OrderedCollections
 /// No I/O, no clock, no tasks: each operation returns what should follow (the events to send, whether waiters
 /// wake, a lease timer to arm), and ``AuthService`` carries it out. Tests drive it at fixed times.
 struct GroupTable {
-    /// An ordered dictionary for its memory, not its order: its buckets hold small indices into dense arrays of
-    /// keys and values, where a `Dictionary`'s hold each key and value at a load of at most three quarters (at
-    /// 100,000 groups, 262,144 buckets of 72 bytes). Groups are never removed, the one costly change it has.
-    private(set) var groups: OrderedDictionary<AppGroup, GroupState> = [:]
+    /// Dense, for its memory at 100,000 groups.
+    private(set) var groups = DenseGroupMap<GroupState>()
     /// The groups whose refresh claim each connection holds, to end them when it closes.
     private var claimsByHolder: [UInt64: Set<AppGroup>] = [:]
     /// How many groups have a token, kept as tokens come and go.

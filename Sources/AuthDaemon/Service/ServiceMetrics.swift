@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthCore
-import OrderedCollections
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -106,8 +105,7 @@ struct ServiceMetrics {
         }
     }
 
-    /// An ordered dictionary for its memory, not its order (as ``GroupTable``'s): groups are never removed.
-    private(set) var groups: OrderedDictionary<AppGroup, Group> = [:]
+    private(set) var groups: [AppGroup: Group] = [:]
     private(set) var storeWrites: UInt64 = 0
     private(set) var storeWriteFailures: UInt64 = 0
     private(set) var storeWriteSeconds = Sum()
