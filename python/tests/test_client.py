@@ -276,7 +276,7 @@ def test_the_asyncio_request_helper_reports_a_401_and_retries_once_with_the_fetc
             @auth.set_refresh_handler
             async def fetch(refresh: exponea_auth.Refresh) -> str:
                 reasons.append(refresh.reason)
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # a handler that yields to the loop once, as a fetch would: no time passes
                 return fresh
 
             sent: list[str | None] = []
