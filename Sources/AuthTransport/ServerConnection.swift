@@ -93,8 +93,14 @@ final class ServerConnection {
     }
 
     // Counted until the object is gone, not until the socket is: a connection that something still holds after
-    // it closed stays in the count.
-    deinit { counters.released() }
+    // it closed stays in the count. The debug line, the pair of the server's "Accepted a connection", says so
+    // with the count left; its metadata is made only at debug level.
+    deinit {
+        counters.released()
+        logger.debug(
+            "Released a connection",
+            metadata: ["authd.pid": "\(peer.pid)", "authd.connections": "\(counters.connections)"])
+    }
 
     /// Watches the socket through `poller` and arms the idle timeout on `loop`.
     func start(on loop: MainLoop, poller: ConnectionPoller) throws(VarlinkServerError) {

@@ -21,7 +21,9 @@ import Systemd
 /// stops reading until half of it is done. Each wake-up reads at most ``readBudget`` bytes of one connection, so
 /// a flooding client cannot starve the others. Refusals and closings are logged once per kind and user per
 /// ``LogThrottle/defaultInterval``, with a count. At the open file limit the server stops accepting for a
-/// moment (``Configuration/acceptBackoff``) instead of retrying at once.
+/// moment (``Configuration/acceptBackoff``) instead of retrying at once. At debug level it logs each connection it
+/// accepts ("Accepted a connection") and lets go of ("Released a connection"), each line with the number of
+/// connections it holds then (`authd.connections`, the count of ``ConnectionCounters/connections``).
 ///
 /// ```swift
 /// let server = VarlinkServer(configuration: .init(listen: .path("/run/exponea-authd/io.socket", mode: 0o666)),
@@ -255,6 +257,13 @@ public final class VarlinkServer {
             return
         }
         connections[ObjectIdentifier(connection)] = connection
+        // Its pair is the connection's "Released a connection": with both, the log tells how many the server
+        // holds. The metadata is made only at debug level.
+        logger.debug(
+            "Accepted a connection",
+            metadata: [
+                "authd.pid": "\(peer.pid)", "authd.uid": "\(peer.uid)", "authd.connections": "\(counters.connections)",
+            ])
     }
 
     /// Called by a connection as it closes.
