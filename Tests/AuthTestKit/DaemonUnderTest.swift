@@ -110,6 +110,31 @@ public final class DaemonUnderTest: @unchecked Sendable {
         }
     }
 
+    /// Waits until the daemon has accepted `count` connections in the current run, or more, from its debug lines
+    /// "Accepted a connection" as they come (the daemon runs with `--log-level debug` unless the test says
+    /// otherwise). The line is written once the connection is served: the daemon holds its descriptor.
+    public func waitForAcceptedConnections(_ count: Int, timeout: Duration = .seconds(20)) -> Bool {
+        guard let process = lock.withLock({ process }) else { return false }
+        return process.waitForLines(startingWith: "debug: Accepted a connection ", timeout: timeout) {
+            $0.count >= count
+        }
+    }
+
+    /// Waits until the daemon has let go of `count` connections in the current run, or more, and the last of them
+    /// left it holding `held` (nil: any number), from its debug lines "Released a connection" as they come: each
+    /// is written once a connection is closed and nothing holds it any more, and names how many the daemon still
+    /// holds (`authd.connections`). A test that closed every connection it made, `count` in all, waits for
+    /// `held` 0: a connection that outlived its client never writes its line, and the wait fails at its bound.
+    public func waitForReleasedConnections(
+        _ count: Int, holding held: Int? = 0, timeout: Duration = .seconds(20)
+    ) -> Bool {
+        guard let process = lock.withLock({ process }) else { return false }
+        return process.waitForLines(startingWith: "debug: Released a connection ", timeout: timeout) { lines in
+            guard lines.count >= count, let last = lines.last else { return false }
+            return held.map { last.split(separator: " ").contains("authd.connections=\($0)") } ?? true
+        }
+    }
+
     /// What the daemon printed in every run so far.
     public var outputOfEveryRun: String { lock.withLock { earlierOutput + (process?.output ?? "") } }
 

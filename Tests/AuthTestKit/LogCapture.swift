@@ -50,10 +50,16 @@ public final class LogCapture: Sendable {
 
     /// Waits until an entry matches, checking each entry as it comes, or until `timeout` passes: whether one does.
     public func waitForEntry(timeout: Duration = .seconds(20), where matches: (Entry) -> Bool) async -> Bool {
+        await waitForEntries(timeout: timeout) { $0.contains(where: matches) }
+    }
+
+    /// Waits until `condition` holds for the entries so far, checking it each time an entry comes, or until
+    /// `timeout` passes: whether it does. For a condition over several entries (how many, the last one).
+    public func waitForEntries(timeout: Duration = .seconds(20), _ condition: ([Entry]) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while true {
             let seen = entries
-            if seen.contains(where: matches) { return true }
+            if condition(seen) { return true }
             let remaining = deadline - .now
             guard remaining > .zero else { return false }
             _ = await appended.wait(until: seen.count + 1, timeout: remaining)

@@ -203,6 +203,42 @@ public final class BackgroundProcess: @unchecked Sendable {
         }
     }
 
+    /// Waits until `condition` holds for the whole lines so far that start with `prefix`, in order, checking each
+    /// time output comes (no polling), or until `timeout` passes or the output ends without it. Each check reads
+    /// only the lines that came since the one before, so a wait over tens of thousands of lines (a debug line per
+    /// connection) costs what came, not the whole output each time; the lines before the wait count as well.
+    public func waitForLines(
+        startingWith prefix: String, timeout: Duration = .seconds(5), _ condition: ([String]) -> Bool
+    ) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        let wanted = Array(prefix.utf8)
+        var lines: [String] = []
+        var scanned = 0
+        lock.lock()
+        defer { lock.unlock() }
+        var last = false
+        while true {
+            collected.withUnsafeBytes { bytes in
+                guard let base = bytes.baseAddress else { return }
+                while scanned < bytes.count,
+                    let newline = memchr(base + scanned, Int32(UInt8(ascii: "\n")), bytes.count - scanned)
+                {
+                    let end = UnsafeRawPointer(newline) - base
+                    if end - scanned >= wanted.count && memcmp(base + scanned, wanted, wanted.count) == 0 {
+                        lines.append(
+                            String(decoding: UnsafeRawBufferPointer(rebasing: bytes[scanned..<end]), as: UTF8.self))
+                    }
+                    scanned = end + 1
+                }
+            }
+            if condition(lines) { return true }
+            if last { return false }
+            // Once more after the end or the bound: what came last is read.
+            if ended || !lock.wait(until: deadline) { last = true }
+        }
+    }
+
     /// The process id.
     public var pid: Int32 { process.pid }
 

@@ -21,13 +21,21 @@ struct ServerConnectionTests {
         let gate = Gate()
         let handled = Mutex<[String]>([])
         let closed = CountBarrier()
+        /// test.Wait calls whose task was cancelled while they waited: the server closed their connection.
+        let cancelled = CountBarrier()
 
         func dispatch(_ call: VarlinkCall, from peer: Caller, connection: VarlinkConnectionID) -> VarlinkDispatch {
             // At its turn, whether it came at once or waited behind a call that ran.
             if call.method == "test.Now" { return .answered(Array(#"{"parameters":{}}"#.utf8) + [0]) }
             return .later { [self] replies in
                 handled.withLock { $0.append(call.method) }
-                if call.method == "test.Wait" { await gate.wait() }
+                if call.method == "test.Wait" {
+                    await withTaskCancellationHandler {
+                        await gate.wait()
+                    } onCancel: {
+                        cancelled.increment()
+                    }
+                }
                 try? replies.send(Array(#"{"parameters":{"method":"\#(call.method)"}}"#.utf8) + [0])
             }
         }
@@ -109,7 +117,7 @@ struct ServerConnectionTests {
             #expect(
                 replies == [#"{"parameters":{}}"#, #"{"parameters":{"method":"test.Peer"}}"#, #"{"parameters":{}}"#])
             #expect(closed)
-            #expect(try await fixture.waitForConnections(0))
+            #expect(await fixture.waitForReleased(1))
             // A task ran test.Peer: the handler hears of the close once, whoever closed.
             #expect(await handler.closed.wait(until: 1))
             try await Self.settle(fixture)
@@ -157,7 +165,9 @@ struct ServerConnectionTests {
             try client.send(Self.call("test.Wait"))
             await handler.gate.waitForWaiters(1)
             client.close()
-            #expect(try await fixture.waitForConnections(0))
+            // The server cancels the running call's task as it closes the connection.
+            #expect(await handler.cancelled.wait(until: 1))
+            #expect(try await fixture.connectionCount() == 0)
             #expect(handler.closed.count == 0)
             handler.gate.open()
             #expect(await handler.closed.wait(until: 1))

@@ -15,6 +15,8 @@ struct ServerFixture: Sendable {
     let loop: TestLoop
     let server: LoopBound<VarlinkServer>
     let path: String
+    /// What the server logs, its debug lines of each connection it accepts and releases among it.
+    let log: LogCapture
 
     /// Runs `body` with a started server, then stops it and its loop.
     static func with(
@@ -29,14 +31,15 @@ struct ServerFixture: Sendable {
         settings.apply(to: &configuration)
         let loop = try TestLoop()
         defer { loop.stop() }
+        let log = LogCapture()
         let server = try await loop.run { [configuration] mainLoop in
             let server = VarlinkServer(
                 configuration: configuration, handler: handler, loop: mainLoop, executor: loop.executor,
-                logger: Logger(label: "test"))
+                logger: log.logger())
             try server.start()
             return LoopBound(server, executor: loop.executor)
         }
-        let fixture = ServerFixture(loop: loop, server: server, path: path)
+        let fixture = ServerFixture(loop: loop, server: server, path: path, log: log)
         do {
             try await body(fixture)
         } catch {
@@ -56,15 +59,24 @@ struct ServerFixture: Sendable {
         try await loop.run { [server] _ in server.value.connectionCount }
     }
 
-    /// Waits until the server counts `count` connections. The count changes with no event a client can see
-    /// (a peer's close reaches the server after the peer has gone), so this asks the loop every 10 ms.
-    func waitForConnections(_ count: Int, timeout: Duration = .seconds(10)) async throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await connectionCount() == count { return true }
-            try await Task.sleep(for: .milliseconds(10))
+    /// Waits until the server has accepted `count` connections in all, or more: its debug line "Accepted a
+    /// connection", logged once it serves one, checked as each line comes.
+    func waitForAccepted(_ count: Int, timeout: Duration = .seconds(10)) async -> Bool {
+        await log.waitForEntries(timeout: timeout) { entries in
+            entries.lazy.filter { $0.message == "Accepted a connection" }.count >= count
         }
-        return false
+    }
+
+    /// Waits until the server has let go of `count` connections in all, or more, and the last of them left it
+    /// holding `held` (nil: any number): its debug line "Released a connection", logged once a connection is closed
+    /// and nothing holds it any more, with the count it still holds. A connection that outlives its peer never
+    /// logs it, and the wait fails at its bound.
+    func waitForReleased(_ count: Int, holding held: Int? = 0, timeout: Duration = .seconds(10)) async -> Bool {
+        await log.waitForEntries(timeout: timeout) { entries in
+            let released = entries.filter { $0.message == "Released a connection" }
+            guard released.count >= count, let last = released.last else { return false }
+            return held.map { last.metadata["authd.connections"] == "\($0)" } ?? true
+        }
     }
 
     /// A connection served through one end of a socket pair, as if accepted; the other end is the client's.

@@ -102,7 +102,7 @@ struct VarlinkServerTests {
     /// answered, and none is left counted once all are closed.
     @Test func everyConnectionIsAnsweredAndCountedOnce() async throws {
         try await ServerFixture.with(handler: TestHandler()) { fixture in
-            try await withThrowingTaskGroup(of: (opened: Int, answered: Int).self) { group in
+            let opened = try await withThrowingTaskGroup(of: (opened: Int, answered: Int).self) { group in
                 for seed in 1...3 {
                     group.addTask {
                         try await offPool {
@@ -127,12 +127,16 @@ struct VarlinkServerTests {
                         }
                     }
                 }
+                var opened = 0
                 for try await client in group {
                     #expect(client.opened > 100)
                     #expect(client.answered == client.opened)
+                    opened += client.opened
                 }
+                return opened
             }
-            #expect(try await fixture.waitForConnections(0))
+            // Every connection the clients opened, they closed: the server let go of each.
+            #expect(await fixture.waitForReleased(opened))
         }
     }
 
@@ -161,7 +165,7 @@ struct VarlinkServerTests {
                 first.close()
                 second.close()
             }
-            #expect(try await fixture.waitForConnections(2))
+            #expect(await fixture.waitForAccepted(2))
             let third = try UnixClient(path: fixture.path)
             defer { third.close() }
             let thirdClosed = try await offPool { [third] in try third.receiveUntilClosed(timeout: .seconds(5)) }
@@ -180,7 +184,7 @@ struct VarlinkServerTests {
             fixture in
             let idle = try (0..<idleBefore).map { _ in try UnixClient(path: fixture.path) }
             defer { for client in idle { client.close() } }
-            #expect(try await fixture.waitForConnections(idleBefore))
+            #expect(await fixture.waitForAccepted(idleBefore))
             let flooded = try UnixClient(path: fixture.path)
             defer { flooded.close() }
             try await offPool { [flooded] in try flooded.send(#"{"method":"test.Flood","more":true}"#) }
@@ -191,7 +195,9 @@ struct VarlinkServerTests {
             defer { other.close() }
             let reply = try await offPool { [other] in try other.exchange(#"{"method":"test.Peer"}"#) }
             #expect(reply.contains("uid"))
-            #expect(try await fixture.waitForConnections(idleBefore + 1))
+            // The flooded connection is the one let go of; the idle ones and the other stay.
+            #expect(await fixture.waitForReleased(1, holding: nil))
+            #expect(try await fixture.connectionCount() == idleBefore + 1)
         }
     }
 
@@ -256,7 +262,7 @@ struct VarlinkServerTests {
         try await ServerFixture.with(handler: TestHandler()) { fixture in
             let client = try UnixClient(path: fixture.path)
             defer { client.close() }
-            #expect(try await fixture.waitForConnections(1))
+            #expect(await fixture.waitForAccepted(1))
             try await fixture.stop()
             let clientClosed = try await offPool { [client] in try client.receiveUntilClosed(timeout: .seconds(5)) }
             #expect(clientClosed)

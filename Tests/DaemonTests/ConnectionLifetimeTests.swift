@@ -6,6 +6,7 @@ import AuthTestKit
 import AuthTransport
 import Foundation
 import Logging
+import Synchronization
 import Systemd
 import Testing
 
@@ -28,6 +29,10 @@ struct ConnectionLifetimeTests {
         let path: String
         /// The refusals and closings of a thousand connections are not the test's output.
         static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        /// What the server logs, in memory: among it, a debug line for each connection it lets go of.
+        let serverLog = LogCapture()
+        /// The connections the test has opened so far, each of which it closes.
+        let opened = Atomic<Int>(0)
 
         init() async throws {
             let loop = try TestLoop()
@@ -61,10 +66,10 @@ struct ConnectionLifetimeTests {
                 ])
             var configuration = VarlinkServer.Configuration(listen: .path(path, mode: 0o600))
             configuration.counters = counters
-            server = try await loop.run { [configuration] mainLoop in
+            server = try await loop.run { [configuration, serverLog] mainLoop in
                 let server = VarlinkServer(
                     configuration: configuration, handler: handler, loop: mainLoop, executor: loop.executor,
-                    logger: Self.quiet)
+                    logger: serverLog.logger())
                 try server.start()
                 return LoopBound(server, executor: loop.executor)
             }
@@ -76,19 +81,22 @@ struct ConnectionLifetimeTests {
             directory.remove()
         }
 
-        func client() throws -> UnixClient { try UnixClient(path: path) }
+        func client() throws -> UnixClient {
+            let client = try UnixClient(path: path)
+            opened.add(1, ordering: .relaxed)
+            return client
+        }
 
-        /// Waits until the server holds `count` connection objects. A peer's close reaches the server after the
-        /// peer is gone, and a closed connection's last task ends after that, with no event a client can see:
-        /// so this reads the count every 10 ms, for at most `timeout` (a connection that is never released
-        /// leaves it above `count` and the test fails).
-        func waitUntilHeld(_ count: Int, timeout: Duration = .seconds(20)) async throws -> Bool {
-            let deadline = ContinuousClock.now + timeout
-            while try await loop.run({ [counters] _ in counters.value.connections }) != count {
-                guard ContinuousClock.now < deadline else { return false }
-                try await Task.sleep(for: .milliseconds(10))
+        /// Waits until the server has let go of every connection the test opened, all closed by now, and holds
+        /// none: its debug line "Released a connection", logged once a connection is closed and nothing holds it any
+        /// more (its last task ended), names the count it still holds. A connection kept after its client left
+        /// never logs it, and the wait fails at its bound.
+        func waitUntilAllReleased(timeout: Duration = .seconds(20)) async -> Bool {
+            let count = opened.load(ordering: .relaxed)
+            return await serverLog.waitForEntries(timeout: timeout) { entries in
+                let released = entries.filter { $0.message == "Released a connection" }
+                return released.count >= count && released.last?.metadata["authd.connections"] == "0"
             }
-            return true
         }
     }
 
@@ -146,7 +154,7 @@ struct ConnectionLifetimeTests {
                     try kind(client)
                 }
             }
-            #expect(try await fixture.waitUntilHeld(0), "\(name): connections outlived their clients")
+            #expect(await fixture.waitUntilAllReleased(), "\(name): connections outlived their clients")
         }
 
         // WaitForToken: each waits until its bound is armed (the call is in the service), then its caller leaves.
@@ -159,7 +167,7 @@ struct ConnectionLifetimeTests {
             #expect(await fixture.clock.waitForTimers(armed: armedBefore + round))
             client.close()
         }
-        #expect(try await fixture.waitUntilHeld(0), "WaitForToken: connections outlived their clients")
+        #expect(await fixture.waitUntilAllReleased(), "WaitForToken: connections outlived their clients")
 
         // A clear whose caller leaves while the group's app has not acknowledged its flush; then the app leaves.
         let app = try fixture.client()
@@ -172,7 +180,7 @@ struct ConnectionLifetimeTests {
         #expect(flushRequest.contains("flushRequested"))
         clearer.close()
         app.close()
-        #expect(try await fixture.waitUntilHeld(0), "the clear's connections outlived their clients")
+        #expect(await fixture.waitUntilAllReleased(), "the clear's connections outlived their clients")
 
         // What the service held for those connections is gone too: no timer armed, no subscription, no claim
         // (another holder is granted the refresh at once).

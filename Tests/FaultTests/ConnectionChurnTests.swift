@@ -37,23 +37,35 @@ struct ConnectionChurnTests {
         let setter = try FaultClient(path: daemon.socketPath)
         try setter.call("SetToken", ["group": "shop", "token": TestJWT().token(expiringIn: 3600)])
         setter.close()
+        // Every connection of the test, each closed once it is done with: the setter's and the churn's.
+        var opened = 1
 
         func churn(_ kind: Kind, _ count: Int) throws {
             for _ in 0..<count {
                 let client = try FaultClient(path: daemon.socketPath)
+                opened += 1
                 defer { client.close() }
                 try kind(client)
             }
         }
+        /// Whether the daemon let go of every connection the test opened (its debug lines "Released a connection"),
+        /// and holds none.
+        func everyConnectionReleased() throws -> Bool {
+            guard daemon.waitForReleasedConnections(opened) else {
+                opened += 1  // the one that asks
+                print("Churn: the daemon holds \(try Self.connectionsHeld(socket: daemon.socketPath) - 1) connections")
+                return false
+            }
+            return true
+        }
         for (_, kind) in Self.kinds { try churn(kind, Self.rounds) }
-        #expect(try Self.waitUntilHeld(1, socket: daemon.socketPath))
+        #expect(try everyConnectionReleased())
         let before = try MemoryFigures(pid: pid)
         let heapBefore = try Self.heapKiB(pid)
 
         for (name, kind) in Self.kinds {
             try churn(kind, Self.rounds)
-            // Only the connection that asks is held.
-            #expect(try Self.waitUntilHeld(1, socket: daemon.socketPath), "\(name): connections outlived their clients")
+            #expect(try everyConnectionReleased(), "\(name): connections outlived their clients")
         }
         let after = try MemoryFigures(pid: pid)
         let heapAfter = try Self.heapKiB(pid)
@@ -72,23 +84,8 @@ struct ConnectionChurnTests {
         return (range[1] - range[0]) / 1024
     }
 
-    /// Waits until the daemon's `connections` gauge (the connection objects it holds) reads `count`, the asking
-    /// connection included. A peer's close reaches the daemon after the peer is gone, with no event a client can
-    /// see: so this asks every 10 ms, for at most `timeout`.
-    static func waitUntilHeld(_ count: Int, socket: String, timeout: Duration = .seconds(10)) throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let held = try connectionsHeld(socket: socket)
-            if held == count { return true }
-            guard ContinuousClock.now < deadline else {
-                print("Churn: the daemon holds \(held) connections, not \(count)")
-                return false
-            }
-            usleep(10_000)
-        }
-    }
-
-    /// The daemon's `com.exponea.Auth.connections` gauge, read over io.systemd.Metrics.List.
+    /// The daemon's `com.exponea.Auth.connections` gauge, read over io.systemd.Metrics.List (the asking connection
+    /// included): what a failed wait names.
     static func connectionsHeld(socket: String) throws -> Int {
         let client = try FaultClient(path: socket)
         defer { client.close() }
