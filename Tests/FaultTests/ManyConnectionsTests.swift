@@ -28,11 +28,11 @@ struct ManyConnectionsTests {
 
         let idle = try (0..<Self.idle).map { _ in try FaultClient(path: daemon.socketPath) }
         defer { for client in idle { client.close() } }
-        // The daemon has accepted them all when it holds a descriptor for each.
+        // The daemon has accepted them all (the setter's, the busy ones' and the idle ones') when it has logged
+        // "Accepted a connection" for each: it holds a descriptor for each.
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(30)) {
-                ProcessFigures.descriptors(of: pid) >= before.descriptors + Self.idle
-            }, "the daemon did not accept \(Self.idle) more connections: \(ProcessFigures.descriptors(of: pid)) fds")
+            daemon.waitForAcceptedConnections(1 + Self.busy + Self.idle, timeout: .seconds(30)),
+            "the daemon did not accept \(Self.idle) more connections: \(ProcessFigures.descriptors(of: pid)) fds")
         let crowded = try Self.getTokens(on: busy, rounds: 30, expecting: token)
         let after = try ProcessFigures(pid: pid)
 
@@ -59,12 +59,13 @@ struct ManyConnectionsTests {
         // Bound: 32 KiB per idle connection (it needs a few: a channel, its handlers, a task).
         #expect(grownKiB < Self.idle * 32, "the idle connections cost \(grownKiB) KiB")
 
-        // Once they close, the daemon lets go of their descriptors.
+        // Once they close, the daemon lets go of them (its "Released a connection" for each, and the setter's,
+        // the last naming the busy ones, still held) and of their descriptors, which it closed before.
         for client in idle { client.close() }
+        #expect(daemon.waitForReleasedConnections(1 + Self.idle, holding: Self.busy, timeout: .seconds(30)))
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(30)) {
-                ProcessFigures.descriptors(of: pid) <= before.descriptors
-            }, "still \(ProcessFigures.descriptors(of: pid)) fds, \(before.descriptors) before")
+            ProcessFigures.descriptors(of: pid) <= before.descriptors,
+            "still \(ProcessFigures.descriptors(of: pid)) fds, \(before.descriptors) before")
     }
 
     /// Calls GetToken `rounds` times on each client, every client with one call in flight at a time, all

@@ -70,18 +70,18 @@ struct MisbehavingClientTests {
             let groups = try control.call("ListGroups")["groups"] as? [[String: Any]] ?? []
             return groups.first { $0["name"] as? String == "storm" }?["subscribers"] as? Int ?? -1
         }
-        #expect(BackgroundProcess.waitUntil { (try? subscribers()) == 2 })
+        #expect(session.daemon.waitForSubscribers("storm", count: 2))
 
         // Big events: each jwtError names the customer, here 32 ids of 1 KiB.
         let ids = Dictionary(
             uniqueKeysWithValues: (0..<32).map {
                 ("id-\($0)-" + String(repeating: "k", count: 500), String(repeating: "v", count: 500))
             })
-        let received = Locked(0)
+        let received = Tally()
         let readerDone = Thread.detachedGroup(1) { _ in
             while let reply = try? reader.reply(), reply.error == nil {
                 let event = reply.parameters["event"] as? [String: Any]
-                if event?["kind"] as? String == "jwtError" { received.withLock { $0 += 1 } }
+                if event?["kind"] as? String == "jwtError" { received.increment() }
             }
         }
         let producer = try FaultClient(path: path)
@@ -96,17 +96,14 @@ struct MisbehavingClientTests {
         }
         print("MisbehavingClients, stalled subscriber: dropped after \(produced) events of about 33 KiB")
         #expect(stalledDropped, "the subscriber that does not read was still subscribed after \(produced) events")
-        #expect(
-            BackgroundProcess.waitUntil {
-                session.daemon.output.contains("Closing a connection that does not read its replies")
-            })
+        #expect(session.daemon.waitForOutput { $0.contains("Closing a connection that does not read its replies") })
         #expect(stalled.closedByPeer(within: .seconds(10)))
         stalled.close()
 
         // The reader got every event, and the daemon still answers.
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(20)) { received.withLock { $0 } == produced },
-            "the reading subscriber got \(received.withLock { $0 }) of \(produced) events")
+            received.wait(until: produced, timeout: .seconds(20)),
+            "the reading subscriber got \(received.count) of \(produced) events")
         session.expectAnswersOthers()
         try control.call("SetToken", ["group": "storm", "token": session.token])
         reader.shutDown()
@@ -130,8 +127,8 @@ struct MisbehavingClientTests {
         }
         defer { for client in hanging { client.close() } }
         let pid = session.pid
-        let expected = session.baseline.descriptors + hanging.count
-        #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { ProcessFigures.descriptors(of: pid) >= expected })
+        // The session's client, then the hanging ones: the daemon holds each once it has logged its "Accepted".
+        #expect(session.daemon.waitForAcceptedConnections(1 + hanging.count))
         // The daemon holds every half message: it has read all that was sent.
         #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { hanging.allSatisfy { $0.unreadByPeer == 0 } })
         session.expectAnswersOthers("while 100 clients hang in the middle of a message")

@@ -222,6 +222,37 @@ final class Locked<Value>: @unchecked Sendable {
     }
 }
 
+/// A count that threads add to and a thread waits on, woken by each addition (no polling): for a test that
+/// blocks its thread, where ``CountBarrier`` is for tasks.
+final class Tally: @unchecked Sendable {
+    // @unchecked: `value` is only touched under `condition`.
+    private let condition = NSCondition()
+    private var value = 0
+
+    /// The count now.
+    var count: Int { condition.withLock { value } }
+
+    /// Adds one and wakes the waiter.
+    func increment() {
+        condition.withLock {
+            value += 1
+            condition.broadcast()
+        }
+    }
+
+    /// Waits until the count is at least `target`, or `timeout` passed: whether it got there.
+    func wait(until target: Int, timeout: Duration) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18)
+        return condition.withLock {
+            while value < target {
+                guard condition.wait(until: deadline) else { return value >= target }
+            }
+            return true
+        }
+    }
+}
+
 /// Raises this test process's soft limit on open files to its hard limit (the daemon it starts inherits it),
 /// and returns the hard limit.
 @discardableResult
