@@ -35,13 +35,3 @@ extension DaemonUnderTest {
         waitForSubscribers(group, count: count)
     }
 }
-
-/// Polls an async `condition` every 20 ms until it holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
-}

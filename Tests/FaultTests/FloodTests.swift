@@ -177,9 +177,8 @@ struct FloodTests {
         defer { for client in clients { client.close() } }
         for _ in 0..<60 { clients.append(try FaultClient(path: daemon.socketPath, receiveTimeout: .seconds(30))) }
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(20)) {
-                daemon.output.contains("Cannot accept connections")
-            }, "\(daemon.output.suffix(2000))")
+            daemon.waitForOutput(timeout: .seconds(20)) { $0.contains("Cannot accept connections") },
+            "\(daemon.output.suffix(2000))")
 
         // The daemon is not spinning: it used under a tenth of a CPU over a second (32 % before the back-off).
         let cpuBefore = try Self.cpuTicks(of: pid)
