@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AuthTestKit
 import Foundation
-import Synchronization
 import Testing
 
 /// SIGKILL in the middle of a storm of SetToken calls: what the daemon acknowledged is never lost, nothing is
@@ -16,25 +15,35 @@ struct KillDuringWritesTests {
 
     /// What one connection sent and had acknowledged, per group: the highest k of `token(group, k)`.
     final class Progress: @unchecked Sendable {
-        // @unchecked: guarded by `lock`.
-        private let lock = NSLock()
+        // @unchecked: guarded by `lock`, which each acknowledgement signals.
+        private let lock = NSCondition()
         private var sent = [Int](repeating: 0, count: KillDuringWritesTests.groups)
         private var acknowledged = [Int](repeating: 0, count: KillDuringWritesTests.groups)
+        private var acknowledgedCount = 0
         private var problems: [String] = []
-        let acknowledgedCount = Atomic<Int>(0)
 
         func didSend(_ group: Int, _ k: Int) { lock.withLock { sent[group] = k } }
 
         func didAcknowledge(_ group: Int, _ k: Int) {
-            lock.withLock { acknowledged[group] = k }
-            acknowledgedCount.add(1, ordering: .relaxed)
+            lock.withLock {
+                acknowledged[group] = k
+                acknowledgedCount += 1
+                lock.broadcast()
+            }
         }
 
         func problem(_ text: String) { lock.withLock { problems.append(text) } }
 
-        /// Whether every group in `groups` has had a call acknowledged.
-        func acknowledgedEach(of groups: Range<Int>) -> Bool {
-            lock.withLock { acknowledged[groups].allSatisfy { $0 > 0 } }
+        /// Waits until at least `count` calls are acknowledged and every group in `groups` has had one, checking
+        /// at each acknowledgement (no polling), or until `deadline`: whether they are.
+        func waitForAcknowledged(_ count: Int, each groups: Range<Int>, by deadline: Date) -> Bool {
+            lock.withLock {
+                func reached() -> Bool { acknowledgedCount >= count && acknowledged[groups].allSatisfy { $0 > 0 } }
+                while !reached() {
+                    guard lock.wait(until: deadline) else { return reached() }
+                }
+                return true
+            }
         }
 
         var snapshot: (sent: [Int], acknowledged: [Int], problems: [String]) {
@@ -78,11 +87,9 @@ struct KillDuringWritesTests {
         }
         // In the middle: once half the calls are acknowledged if the machine is fast, at killAt otherwise, but not
         // before the groups with timers hold a token and there are enough calls to tell anything.
-        let midway = BackgroundProcess.waitUntil(timeout: .seconds(killBy.timeIntervalSinceNow)) {
-            let acknowledged = progress.acknowledgedCount.load(ordering: .relaxed)
-            guard acknowledged >= Self.groups, progress.acknowledgedEach(of: 0..<20) else { return false }
-            return acknowledged >= Self.groups * Self.setsPerGroup / 2 || Date() >= killAt
-        }
+        let midway =
+            progress.waitForAcknowledged(Self.groups * Self.setsPerGroup / 2, each: 0..<20, by: killAt)
+            || progress.waitForAcknowledged(Self.groups, each: 0..<20, by: killBy)
         let killedAt = Date()
         daemon.stop(signal: SIGKILL)
         writers.wait()
