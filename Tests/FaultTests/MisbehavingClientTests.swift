@@ -13,6 +13,8 @@ struct MisbehavingClientTests {
         let pid: Int32
         let token = TestJWT().token(expiringIn: 3600)
         let baseline: ProcessFigures
+        /// The connections the session opened itself (the warm-up's, each ``expectAnswersOthers()``'s), all closed.
+        private var opened = 1
 
         init() throws {
             let daemon = try DaemonUnderTest()
@@ -24,9 +26,9 @@ struct MisbehavingClientTests {
             for _ in 0..<20 { try client.call("GetToken", ["group": "shop"]) }
             client.close()
             #expect(daemon.waitForOutput { $0.contains("Token set") })
-            // A pause before the baseline, not an ordering: what the daemon frees after the calls (the closed
-            // connection, its ended task) shows no event a test can wait for, and the baseline must not count it.
-            usleep(200_000)
+            // What the daemon frees after the calls (the closed connection, its ended task) is not in the baseline:
+            // its "Released a connection" comes once both are gone.
+            #expect(daemon.waitForReleasedConnections(1))
             baseline = try ProcessFigures(pid: pid)
         }
 
@@ -34,6 +36,7 @@ struct MisbehavingClientTests {
 
         /// A fresh client gets the token promptly.
         func expectAnswersOthers(_ comment: Comment? = nil) {
+            opened += 1
             let client = try? FaultClient(path: daemon.socketPath, receiveTimeout: .seconds(10))
             defer { client?.close() }
             let reply = try? client?.call("GetToken", ["group": "shop"])
@@ -41,14 +44,15 @@ struct MisbehavingClientTests {
             #expect(kill(pid, 0) == 0, "the daemon died")
         }
 
-        /// Once the clients are gone: the daemon is back to its baseline descriptors, and within `marginKiB`
-        /// of its baseline memory.
-        func expectNoLeak(marginKiB: Int, _ what: String) throws {
-            let baseline = baseline.descriptors
-            let pid = pid
+        /// Once the test's `connections` and the session's are closed: the daemon let go of every one (its
+        /// "Released a connection" lines, the last naming none held), is back to its baseline descriptors (it
+        /// closed each before), and within `marginKiB` of its baseline memory.
+        func expectNoLeak(marginKiB: Int, _ what: String, connections: Int) throws {
             #expect(
-                BackgroundProcess.waitUntil(timeout: .seconds(30)) { ProcessFigures.descriptors(of: pid) <= baseline },
-                "\(what): \(ProcessFigures.descriptors(of: pid)) fds, \(baseline) before")
+                daemon.waitForReleasedConnections(opened + connections, timeout: .seconds(30)),
+                "\(what): connections outlived their clients")
+            let descriptors = ProcessFigures.descriptors(of: pid)
+            #expect(descriptors <= baseline.descriptors, "\(what): \(descriptors) fds, \(baseline.descriptors) before")
             let after = try ProcessFigures(pid: pid)
             print("MisbehavingClients, \(what): daemon \(self.baseline) before, \(after) after")
             #expect(
@@ -111,7 +115,8 @@ struct MisbehavingClientTests {
         reader.close()
         control.close()
         producer.close()
-        try session.expectNoLeak(marginKiB: 16 * 1024, "stalled subscriber")
+        // The stalled subscriber, the reader, the control and the producer.
+        try session.expectNoLeak(marginKiB: 16 * 1024, "stalled subscriber", connections: 4)
     }
 
     @Test func clientsThatSendHalfAMessageAndHangHoldNothingOnceGone() throws {
@@ -142,7 +147,7 @@ struct MisbehavingClientTests {
         #expect(try hanging[0].reply().parameters["token"] as? String == session.token)
 
         for client in hanging { client.close() }
-        try session.expectNoLeak(marginKiB: 16 * 1024, "half messages")
+        try session.expectNoLeak(marginKiB: 16 * 1024, "half messages", connections: hanging.count)
     }
 
     @Test func tenMebibytesWithoutANulAreCutOffAtTheMessageBound() throws {
@@ -173,7 +178,7 @@ struct MisbehavingClientTests {
         }
         #expect(session.daemon.waitForOutput { $0.contains("a message is longer than 65536 bytes") })
         session.expectAnswersOthers()
-        try session.expectNoLeak(marginKiB: 8 * 1024, "10 MiB messages")
+        try session.expectNoLeak(marginKiB: 8 * 1024, "10 MiB messages", connections: 5)  // the five attempts
     }
 
     @Test func tenThousandConnectAndCloseCyclesLeaveNothingBehind() throws {
@@ -197,6 +202,7 @@ struct MisbehavingClientTests {
         print("MisbehavingClients, 10,000 connect-and-close cycles in \(elapsed)")
         #expect(failures.withLock { $0 } == 0, "connections refused")
         session.expectAnswersOthers()
-        try session.expectNoLeak(marginKiB: 16 * 1024, "10,000 connect and close")
+        try session.expectNoLeak(
+            marginKiB: 16 * 1024, "10,000 connect and close", connections: 10_000 - failures.withLock { $0 })
     }
 }
