@@ -156,6 +156,7 @@ struct RefreshAgentTests {
         #expect(daemon.waitForSubscribers("shop", count: 1, timeout: .seconds(10)))
         // The token enters its last minute: the first agent claims the refresh and its backend hangs.
         try daemon.set("shop", signer.token(expiringIn: 30))
+        // Polled: the file the backend's command makes has no event.
         #expect(
             BackgroundProcess.waitUntil(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: marker) },
             "\(hanging.output)")

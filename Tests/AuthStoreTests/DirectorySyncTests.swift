@@ -39,7 +39,8 @@ struct DirectorySyncTests {
         }
     }
 
-    /// Waits until `sync` has counted `changes` (the writers wait for an fsync then).
+    /// Waits until `sync` has counted `changes` (the writers wait for an fsync then). Polled, yielding the CPU: a
+    /// writer that counts its change and then waits shows nothing a test can wait on.
     static func waitUntilCounted(_ sync: DirectorySync, _ changes: UInt64) {
         while sync.changes < changes { sched_yield() }
     }

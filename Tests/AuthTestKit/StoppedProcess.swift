@@ -20,7 +20,8 @@ public final class StoppedProcess: Sendable {
     }
 
     /// Stops `pid` and returns once every thread of it is stopped: SIGSTOP reaches one thread, which then stops
-    /// the others, so on a busy machine another thread may still run for a moment after kill(2) returns.
+    /// the others, so on a busy machine another thread may still run for a moment after kill(2) returns. Each
+    /// thread's state in /proc, which has no event, is polled.
     public init(_ pid: Int32, deadline: Duration = .seconds(30)) throws {
         self.pid = pid
         guard kill(pid, SIGSTOP) == 0 else { throw NotStopped(pid: pid) }

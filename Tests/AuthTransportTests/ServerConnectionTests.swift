@@ -136,6 +136,7 @@ struct ServerConnectionTests {
                 try await offPool { [client] in for _ in 0..<calls { try client.send(Self.call("test.Now")) } }
             }
             try await Self.settle(fixture)
+            // Polled: the kernel's count of unread bytes has no event.
             #expect(await BackgroundProcess.eventually { Self.unread(serverEnd) > 0 })
             #expect(try await fixture.connectionCount() == 1)
             // Reading lets it go on to the end.

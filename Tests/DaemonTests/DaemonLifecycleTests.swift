@@ -75,14 +75,14 @@ struct DaemonLifecycleTests {
             environment: ["HOME": root.path, "NOTIFY_SOCKET": notify.path, "PATH": "/usr/bin:/bin"]
         )
         defer { supervisor.stop() }
-        // Held up: the start's thread waits in its open of the key, for an answer that never comes.
-        let held = BackgroundProcess.waitUntil(timeout: .seconds(20)) {
-            supervisor.output.contains("HELD ") || !supervisor.isRunning
-        }
+        // Held up: the start's thread waits in its open of the key, for an answer that never comes. The supervisor
+        // says so (or its output ends: it failed).
+        let held = supervisor.waitForOutput(timeout: .seconds(20)) { $0.contains("HELD ") }
         let line = supervisor.output.split(separator: "\n").first { $0.hasPrefix("DAEMON ") }
         let pid = try #require(line.flatMap { Int32($0.dropFirst("DAEMON ".count)) }, "\(supervisor.output)")
         // The supervisor prints HELD once it has the open's notification, which the kernel queues just before the
-        // daemon's thread goes to sleep on it: the thread's wait is looked for until it shows.
+        // daemon's thread goes to sleep on it: the thread's wait in /proc, which has no event, is polled until it
+        // shows.
         let waiting =
             held && BackgroundProcess.waitUntil(timeout: .seconds(5)) { Self.threadWaits(in: pid, on: "seccomp") }
         try #require(waiting, "not held: \(supervisor.output)")

@@ -58,7 +58,8 @@ struct CoreDumpTests {
             "/usr/bin/setpriv", setpriv + [try BuildProducts.executable("authctl"), "watch", "shop"],
             environment: environment)
         defer { watch.stop() }
-        // setpriv is root's until it execs authctl: wait for authctl itself, which disables dumps first thing.
+        // setpriv is root's until it execs authctl: wait for authctl itself, which disables dumps first thing. Polled:
+        // another process's exec and /proc entry have no event.
         #expect(BackgroundProcess.waitUntil { Self.procOwner(watch.pid) == 0 && Self.isAuthctl(watch.pid) })
         #expect(watch.isRunning, "\(watch.output)")
 

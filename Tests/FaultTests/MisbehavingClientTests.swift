@@ -134,7 +134,8 @@ struct MisbehavingClientTests {
         let pid = session.pid
         // The session's client, then the hanging ones: the daemon holds each once it has logged its "Accepted".
         #expect(session.daemon.waitForAcceptedConnections(1 + hanging.count))
-        // The daemon holds every half message: it has read all that was sent.
+        // The daemon holds every half message: it has read all that was sent. Polled: the kernel's count of unread
+        // bytes has no event.
         #expect(BackgroundProcess.waitUntil(timeout: .seconds(20)) { hanging.allSatisfy { $0.unreadByPeer == 0 } })
         session.expectAnswersOthers("while 100 clients hang in the middle of a message")
         let holding = try ProcessFigures(pid: pid)
