@@ -65,6 +65,21 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``StreamJWTError`` naming the first thing that is wrong.
     public init(parsing token: String) throws(StreamJWTError) {
+        self = try Self.decode(token).token
+    }
+
+    /// A token with the header and claims its parsing decoded, for a caller that shows them at once: ``header``
+    /// and ``claims`` would decode them again.
+    public struct Decoded: Sendable {
+        public let token: StreamJWT
+        public let header: Header
+        public let claims: Claims
+    }
+
+    /// Parses a compact JWT (`header.payload.signature`) as ``init(parsing:)`` does, keeping its header and claims.
+    ///
+    /// - Throws: ``StreamJWTError`` naming the first thing that is wrong.
+    public static func decode(_ token: String) throws(StreamJWTError) -> Decoded {
         let parts = try Self.parts(of: token)
         guard !parts.header.isEmpty, let headerBytes = Base64URL.decode(parts.header) else {
             throw .invalidBase64URL(.header)
@@ -73,9 +88,14 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
             throw .invalidBase64URL(.payload)
         }
         guard Base64URL.isValid(parts.signature) else { throw .invalidBase64URL(.signature) }
-        _ = try Self.decodeHeader(headerBytes)
-        self.compact = token
-        self.expiresAt = try Self.decodeClaims(payloadBytes).expiresAt
+        let header = try Self.decodeHeader(headerBytes)
+        let claims = try Self.decodeClaims(payloadBytes)
+        return Decoded(token: StreamJWT(compact: token, expiresAt: claims.expiresAt), header: header, claims: claims)
+    }
+
+    private init(compact: String, expiresAt: Date) {
+        self.compact = compact
+        self.expiresAt = expiresAt
     }
 
     /// A token read back from the daemon's own store, which parsed it when it was set, with the `exp` stored

@@ -4,15 +4,17 @@ import AuthCore
 // The parameters and results of com.exponea.Auth's methods, as com.exponea.Auth.varlink declares them.
 // Group names travel as strings: the daemon validates them, so a bad one gets InvalidGroupName rather than
 // a decoding error. Generations are unsigned 64-bit counters.
+// The members of a reply type are declared in the order of their names: they are encoded in that order, which is
+// the wire's (sorted, as JSONEncoder's .sortedKeys), so ParameterEncoder need not put them in order.
 
 /// A token's claims on the wire.
 public struct ClaimsPayload: Codable, Hashable, Sendable {
-    /// `exp`, in Unix seconds.
-    public var expiresAt: Double
-    /// `ids`.
-    public var customerIds: [String: String]
     /// The header's `alg`.
     public var algorithm: String
+    /// `ids`.
+    public var customerIds: [String: String]
+    /// `exp`, in Unix seconds.
+    public var expiresAt: Double
     /// The header's `kid`.
     public var keyId: String?
 
@@ -25,9 +27,13 @@ public struct ClaimsPayload: Codable, Hashable, Sendable {
 
     public init(_ jwt: StreamJWT) {
         // Each of header and claims decodes its part of the token anew: read each once.
-        let header = jwt.header
-        expiresAt = jwt.expiresAt.timeIntervalSince1970
-        customerIds = jwt.claims.customerIds
+        self.init(header: jwt.header, claims: jwt.claims)
+    }
+
+    /// The claims of a token just decoded (``StreamJWT/decode(_:)``), with no decoding again.
+    public init(header: StreamJWT.Header, claims: StreamJWT.Claims) {
+        expiresAt = claims.expiresAt.timeIntervalSince1970
+        customerIds = claims.customerIds
         algorithm = header.algorithm
         keyId = header.keyID
     }
@@ -52,8 +58,8 @@ public struct SetTokenParameters: Codable, Hashable, Sendable {
 
 /// SetToken's result.
 public struct SetTokenResult: Codable, Hashable, Sendable {
-    public var generation: UInt64
     public var claims: ClaimsPayload
+    public var generation: UInt64
     public init(generation: UInt64, claims: ClaimsPayload) {
         self.generation = generation
         self.claims = claims
@@ -62,9 +68,9 @@ public struct SetTokenResult: Codable, Hashable, Sendable {
 
 /// GetToken's result.
 public struct GetTokenResult: Codable, Hashable, Sendable {
-    public var token: CompactToken?
     public var claims: ClaimsPayload?
     public var generation: UInt64
+    public var token: CompactToken?
     public init(token: CompactToken?, claims: ClaimsPayload?, generation: UInt64) {
         self.token = token
         self.claims = claims

@@ -217,8 +217,12 @@ public actor AuthService {
         } catch {
             throw .malformedToken(error)
         }
-        let generation = try await commit(group, token: jwt, customerIds: nil)
-        return (generation, jwt)
+        return (try await setToken(jwt, for: group), jwt)
+    }
+
+    /// Stores a parsed token for `group`, as ``setToken(_:for:)-(String,_)`` does: the generation it was stored at.
+    public func setToken(_ jwt: StreamJWT, for group: AppGroup) async throws(AuthServiceError) -> UInt64 {
+        try await commit(group, token: jwt, customerIds: nil)
     }
 
     /// The group's token and generation, with no side effects.
@@ -610,11 +614,12 @@ public actor AuthService {
                 throw .storeFailure(error)
             }
             // The actor may have run other calls during the write, but none wrote this group.
+            let countsBefore = groupCounts()
             let committed = table.commit(record)
             getTokenReplies.changed(group)
             if committed.endedClaim != nil { leaseEnded(group) }
             if token != nil { metrics.tokenSet(group, at: .now) }
-            countsMayHaveChanged()
+            if groupCounts() != countsBefore { countsMayHaveChanged() }
             // The operator's "Token set", with who set it, is the dispatcher's.
             logger.debug(
                 "Committed",
