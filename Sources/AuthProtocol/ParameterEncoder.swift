@@ -67,6 +67,14 @@ private final class EncodingState {
     /// Writes `value` through its `encode(to:)`, its container at `depth`. A primitive writes itself through a
     /// single value container: asking its type first (`as? String`) costs a dynamic cast for every value.
     func encode<T: Encodable>(_ value: T, depth: Int) throws {
+        // A string map (customer ids) goes straight to the writer, sorted as it writes: through `Dictionary`'s
+        // own `encode(to:)` each key would become a coding key and each member a container's, put in order after.
+        // The type is compared, not cast: a cast would cost every value.
+        if T.self == [String: String].self {
+            json.stringMap(unsafeBitCast(value, to: [String: String].self))
+            close(downTo: depth)
+            return
+        }
         try value.encode(to: ValueEncoder(state: self, depth: depth))
         close(downTo: depth)
     }

@@ -64,6 +64,35 @@ struct ParameterEncoderTests {
         }
     }
 
+    /// The replies that write themselves (`JSONWritable`) write what their `Encodable` form does, and the reply
+    /// around them is the same.
+    @Test func theSelfWritingRepliesWriteWhatTheirEncodableFormsDo() throws {
+        let odd = ClaimsPayload(
+            expiresAt: 1.5e-7, customerIds: Dictionary(uniqueKeysWithValues: Self.oddStrings.map { ($0, $0) }),
+            algorithm: "a\"b/c", keyId: nil)
+        let writable: [any JSONWritable] = [
+            Self.claims, odd, SetTokenResult(generation: 7, claims: Self.claims),
+            SetTokenResult(generation: .max, claims: odd), GetTokenResult(token: nil, claims: nil, generation: 0),
+            GetTokenResult(token: CompactToken("a.b.c"), claims: Self.claims, generation: .max),
+            GetTokenResult(token: CompactToken("t"), claims: nil, generation: 1),
+        ]
+        for message in writable {
+            var json = JSONWriter()
+            try message.write(into: &json)
+            #expect(String(decoding: json.bytes, as: UTF8.self) == (try Self.foundation(message)), "\(message)")
+        }
+        let result = SetTokenResult(generation: 3, claims: odd)
+        let parameters = try Self.ours(result)
+        #expect(try VarlinkReplyEncoder.reply(result) == Array(#"{"parameters":\#(parameters)}"#.utf8) + [0])
+        #expect(
+            try VarlinkReplyEncoder.reply(result, continues: true)
+                == Array(#"{"continues":true,"parameters":\#(parameters)}"#.utf8) + [0])
+        #expect(throws: EncodingError.self) {
+            var json = JSONWriter()
+            try ClaimsPayload(expiresAt: .nan, customerIds: [:], algorithm: "", keyId: nil).write(into: &json)
+        }
+    }
+
     @Test(arguments: oddStrings)
     func stringsAndMemberNamesAreEscapedAsFoundationEscapesThem(_ text: String) throws {
         #expect(try Self.ours(text) == Self.foundation(text))
