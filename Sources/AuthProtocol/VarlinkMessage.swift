@@ -23,9 +23,16 @@ public struct VarlinkCall: Sendable {
     @usableFromInline let methodName: MethodName
     /// Where the `parameters` value lies in the message; nil when the call has none, or null.
     private let parameterBytes: Range<Int>?
-    /// The parameters' only member, when it and its value are strings with no escape (GetToken's group): where
-    /// they lie in the message. ``stringParameter(_:)`` reads it without parsing the parameters again.
-    private let loneString: (name: Range<Int>, value: Range<Int>)?
+    /// The parameters' members, when there are one or two and each name and value is a string with no escape
+    /// (GetToken's group; SetToken's group and token): where they lie in the message. ``stringParameter(_:)`` and
+    /// ``stringParameters(_:_:)`` read them without parsing the parameters again.
+    private let plainStrings: PlainStrings?
+
+    private typealias PlainMember = (name: Range<Int>, value: Range<Int>)
+    private struct PlainStrings {
+        var first: PlainMember
+        var second: PlainMember?
+    }
 
     @usableFromInline enum MethodName: Sendable {
         case bytes(Range<Int>)
@@ -46,7 +53,7 @@ public struct VarlinkCall: Sendable {
         var more: JSONValue?
         var upgrade: JSONValue?
         var parameters: Range<Int>?
-        var lone: (name: Range<Int>, value: Range<Int>)?
+        var lone: PlainStrings?
         // A member named twice keeps its last value.
         let parsed = message.withUnsafeBufferPointer { bytes in
             JSONValue.readObject(bytes, keepingNumbersOutOfRange: true) { name, value throws(JSONSyntaxError) in
@@ -81,31 +88,38 @@ public struct VarlinkCall: Sendable {
         self.more = try flag(more)
         self.upgrade = try flag(upgrade)
         self.parameterBytes = parameters
-        self.loneString = lone
+        self.plainStrings = lone
     }
 
     /// Where the parameters lie in `message` (nil for null), and their lone member when it and its value are
     /// strings with no escape; checked as JSON, decoded not at all.
     private static func place(ofParameters value: inout JSONValueReader, in message: UnsafeBufferPointer<UInt8>)
-        throws(JSONSyntaxError) -> (parameters: Range<Int>?, lone: (name: Range<Int>, value: Range<Int>)?)
+        throws(JSONSyntaxError) -> (parameters: Range<Int>?, lone: PlainStrings?)
     {
         let start = value.position
-        var lone: (name: Range<Int>, value: Range<Int>)?
+        var plain: PlainStrings?
         if value.isObject {
             var count = 0
+            var allPlain = true
             try value.members { name, member throws(JSONSyntaxError) in
                 count += 1
-                if let string = member.plainString() {
-                    lone = name.place(in: message).map { (name: $0, value: string) }
-                } else {
+                guard count <= 2, allPlain, let string = member.plainString() else {
+                    allPlain = false
                     _ = try member.skip()
+                    return
                 }
+                guard let place = name.place(in: message) else {
+                    allPlain = false
+                    return
+                }
+                let found = (name: place, value: string)
+                if count == 1 { plain = PlainStrings(first: found) } else { plain?.second = found }
             }
-            if count != 1 { lone = nil }
+            if !allPlain { plain = nil }
         } else {
             _ = try value.skip()
         }
-        return (message[start] == UInt8(ascii: "n") ? nil : start..<value.position, lone)
+        return (message[start] == UInt8(ascii: "n") ? nil : start..<value.position, plain)
     }
 
     /// The fully qualified method, such as `com.exponea.Auth.GetToken`.
@@ -142,19 +156,53 @@ public struct VarlinkCall: Sendable {
     ///   parameter when there is one (as ``parameters(_:)`` does), or `parameters` when the parameters are not
     ///   an object.
     public func stringParameter(_ name: StaticString) throws(VarlinkError) -> String {
-        if let loneString, loneString.name.count == name.utf8CodeUnitCount,
-            message.withUnsafeBufferPointer({
-                loneString.name.isEmpty
-                    || memcmp($0.baseAddress! + loneString.name.lowerBound, name.utf8Start, loneString.name.count) == 0
-            })
-        {
-            return String(decoding: message[loneString.value], as: UTF8.self)
+        if let plainStrings, plainStrings.second == nil, isNamed(plainStrings.first, name) {
+            return String(decoding: message[plainStrings.first.value], as: UTF8.self)
         }
         // Escapes, or other members: as the parameters decode.
         let members = try parameterMembers()
         guard case .string(let value)? = members[name.description] else { throw .invalidParameter(name.description) }
         if let unknown = members.keys.filter({ $0 != name.description }).min() { throw .invalidParameter(unknown) }
         return value
+    }
+
+    /// The string parameters `first` and `second` of a method that takes nothing else (SetToken's group and
+    /// token), read from the message's bytes as ``stringParameter(_:)`` reads one.
+    ///
+    /// - Throws: ``VarlinkError/invalidParameter(_:)`` naming the first of them that is missing or not a string,
+    ///   another parameter when there is one, or `parameters` when the parameters are not an object.
+    public func stringParameters(_ first: StaticString, _ second: StaticString) throws(VarlinkError) -> (
+        String, String
+    ) {
+        if let plainStrings, let other = plainStrings.second {
+            let string = { (member: PlainMember) in String(decoding: message[member.value], as: UTF8.self) }
+            if isNamed(plainStrings.first, first), isNamed(other, second) {
+                return (string(plainStrings.first), string(other))
+            }
+            if isNamed(plainStrings.first, second), isNamed(other, first) {
+                return (string(other), string(plainStrings.first))
+            }
+        }
+        // Escapes, other members, or a name twice: as the parameters decode.
+        let members = try parameterMembers()
+        guard case .string(let firstValue)? = members[first.description] else {
+            throw .invalidParameter(first.description)
+        }
+        guard case .string(let secondValue)? = members[second.description] else {
+            throw .invalidParameter(second.description)
+        }
+        let known = [first.description, second.description]
+        if let unknown = members.keys.filter({ !known.contains($0) }).min() { throw .invalidParameter(unknown) }
+        return (firstValue, secondValue)
+    }
+
+    /// Whether `member`'s name, in the message, is `name`.
+    private func isNamed(_ member: PlainMember, _ name: StaticString) -> Bool {
+        member.name.count == name.utf8CodeUnitCount
+            && message.withUnsafeBufferPointer {
+                member.name.isEmpty
+                    || memcmp($0.baseAddress! + member.name.lowerBound, name.utf8Start, member.name.count) == 0
+            }
     }
 
     /// The interface part of ``method`` (`com.exponea.Auth`), or nil when the name has no dot.
@@ -213,6 +261,17 @@ public enum VarlinkReplyEncoder {
         var json = JSONWriter(capacity: 128)
         json.raw(continues ? #"{"continues":true,"parameters":"# : #"{"parameters":"#)
         try ParameterEncoder.encode(parameters, into: &json)
+        json.raw("}\0")
+        return json.bytes
+    }
+
+    /// A reply whose parameters write themselves (``JSONWritable``): the same bytes, without `Codable`.
+    package static func reply<Parameters: JSONWritable>(_ parameters: Parameters, continues: Bool = false) throws
+        -> [UInt8]
+    {
+        var json = JSONWriter(capacity: 128)
+        json.raw(continues ? #"{"continues":true,"parameters":"# : #"{"parameters":"#)
+        try parameters.write(into: &json)
         json.raw("}\0")
         return json.bytes
     }

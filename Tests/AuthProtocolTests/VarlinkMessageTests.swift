@@ -49,6 +49,34 @@ struct VarlinkMessageTests {
         let notObject = try call(#"{"method":"com.exponea.Auth.GetToken","parameters":"shop"}"#)
         #expect(throws: VarlinkError.invalidParameter("parameters")) { try notObject.stringParameter("group") }
 
+        // Two string parameters (SetToken's), read from the bytes in either order; escaped, doubled, missing,
+        // of another type or beside a third, they read as they would parsed whole.
+        let setToken = "com.exponea.Auth.SetToken"
+        func two(_ parameters: String) throws -> VarlinkCall {
+            try call(#"{"method":"\#(setToken)","parameters":\#(parameters)}"#)
+        }
+        #expect(try two(#"{"group":"g","token":"a.b.c"}"#).stringParameters("group", "token") == ("g", "a.b.c"))
+        #expect(try two(#"{"token":"a.b.c","group":"g"}"#).stringParameters("group", "token") == ("g", "a.b.c"))
+        #expect(
+            try two(#"{"token":"a.b.\u0063","gr\u006fup":"g"}"#).stringParameters("group", "token") == ("g", "a.b.c"))
+        #expect(try two(#"{"group":"g","token":"t","group":"h"}"#).stringParameters("group", "token") == ("h", "t"))
+        #expect(throws: VarlinkError.invalidParameter("token")) {
+            try two(#"{"group":"g","group":"h"}"#).stringParameters("group", "token")
+        }
+        #expect(throws: VarlinkError.invalidParameter("group")) {
+            try two(#"{"group":1,"token":"t"}"#).stringParameters("group", "token")
+        }
+        #expect(throws: VarlinkError.invalidParameter("extra")) {
+            try two(#"{"group":"g","token":"t","extra":"x"}"#).stringParameters("group", "token")
+        }
+        // As the parameters decode: a missing one is named before an unknown one.
+        #expect(throws: VarlinkError.invalidParameter("token")) {
+            try two(#"{"group":"g","other":"t"}"#).stringParameters("group", "token")
+        }
+        #expect(throws: VarlinkError.invalidParameter("group")) {
+            try two(#"{"token":"t"}"#).stringParameters("group", "token")
+        }
+
         // Parameters that are no JSON make the message no call, though they are decoded only later.
         for broken in [#"{"a":}"#, #"{"a":"\x"}"#, "[1,]", #"{"a":1e400,}"#] {
             #expect(throws: VarlinkCallError.notACall) {

@@ -154,16 +154,26 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     ) async throws {
         switch method {
         case .setToken:
-            let parameters = try call.parameters(SetTokenParameters.self)
-            let group = try checked(parameters.group, caller)
-            let (generation, jwt) = try await mapped { () async throws(AuthServiceError) in
-                try await service.setToken(parameters.token.value, for: group)
+            // The two strings read from the message's bytes: as SetTokenParameters, without decoding a tree.
+            let (groupName, token) = try call.stringParameters("group", "token")
+            let group = try checked(groupName, caller)
+            // Decoded here, once: the reply shows the header and claims that parsing read.
+            let (generation, decoded) = try await mapped { () async throws(AuthServiceError) in
+                let decoded: StreamJWT.Decoded
+                do throws(StreamJWTError) {
+                    decoded = try StreamJWT.decode(token)
+                } catch {
+                    throw .malformedToken(error)
+                }
+                return (try await service.setToken(decoded.token, for: group), decoded)
             }
             // The reply first: the caller waits for it, not for the operator's log line (which follows even when
             // the reply cannot be sent, as the token is set).
-            defer { logTokenSet(group, generation, jwt, caller) }
+            defer { logTokenSet(group, generation, decoded.token, caller) }
             try replies.send(
-                VarlinkReplyEncoder.reply(SetTokenResult(generation: generation, claims: ClaimsPayload(jwt))))
+                VarlinkReplyEncoder.reply(
+                    SetTokenResult(
+                        generation: generation, claims: ClaimsPayload(header: decoded.header, claims: decoded.claims))))
 
         case .getToken:
             let group = try checked(call.stringParameter("group"), caller)
