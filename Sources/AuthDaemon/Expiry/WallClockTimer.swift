@@ -55,6 +55,8 @@ public final class WallClockTimer {
 
     /// The `(seconds, nanoseconds)` last armed, to re-arm after a clock change.
     private var armed = (seconds: noDeadlineSeconds, nanoseconds: 0)
+    /// Whether the kernel holds ``armed`` still: false once it fired, as a fired timer is disarmed.
+    private var isArmed = false
 
     /// Creates the timer, armed with no deadline (watching for clock changes only).
     ///
@@ -78,6 +80,8 @@ public final class WallClockTimer {
     /// - Throws: ``WallClockTimerError`` from `timerfd_settime`.
     public func arm(at date: Date?) throws(WallClockTimerError) {
         let value = Self.timespecValue(for: date)
+        // Most changes of a group leave the earliest deadline where it was: no system call for those.
+        guard !isArmed || value != armed else { return }
         try settime(value)
         armed = value
     }
@@ -90,7 +94,10 @@ public final class WallClockTimer {
         while true {
             var expirations: UInt64 = 0
             let count = read(fileDescriptor, &expirations, MemoryLayout<UInt64>.size)
-            if count == MemoryLayout<UInt64>.size { return .fired }
+            if count == MemoryLayout<UInt64>.size {
+                isArmed = false
+                return .fired
+            }
             let code = count < 0 ? errno : EIO
             switch code {
             case EINTR:
@@ -113,9 +120,11 @@ public final class WallClockTimer {
             it_value: timespec(tv_sec: value.seconds, tv_nsec: value.nanoseconds)
         )
         let flags = Int32(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET)
+        isArmed = false
         guard timerfd_settime(fileDescriptor, flags, &spec, nil) == 0 else {
             throw WallClockTimerError(call: "timerfd_settime", errno: errno)
         }
+        isArmed = true
     }
 
     /// The absolute `timespec` to arm for `date`: never zero (that would disarm), never before `date`.
