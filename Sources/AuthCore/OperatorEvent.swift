@@ -46,16 +46,19 @@ public enum OperatorEvent: String, CaseIterable, Sendable {
     /// The log metadata of one such event: keys that the journal handler turns into `MESSAGE_ID=`, `GROUP=`,
     /// `GENERATION=`, `REASON=`, `CALLER_UID=` and `CALLER_PID=`, each value made by `value` (swift-log's
     /// `.string`, which this module does not link).
+    @inlinable  // so that it is specialized where it is called: a generic dictionary costs every insertion
     public func metadata<Value>(
         group: String? = nil, generation: UInt64? = nil, reason: String? = nil, callerUID: UInt32? = nil,
         callerPID: Int32? = nil, _ value: (String) -> Value
     ) -> [String: Value] {
-        var metadata = ["message_id": value(messageID)]
+        var metadata: [String: Value] = [:]
+        metadata.reserveCapacity(7)
+        metadata["message_id"] = value(messageID)
         if let group { metadata["group"] = value(group) }
-        if let generation { metadata["generation"] = value("\(generation)") }
+        if let generation { metadata["generation"] = value(String(generation)) }
         if let reason { metadata["reason"] = value(reason) }
-        if let callerUID { metadata["caller_uid"] = value("\(callerUID)") }
-        if let callerPID { metadata["caller_pid"] = value("\(callerPID)") }
+        if let callerUID { metadata["caller_uid"] = value(String(callerUID)) }
+        if let callerPID { metadata["caller_pid"] = value(String(callerPID)) }
         return metadata
     }
 }

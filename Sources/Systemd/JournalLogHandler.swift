@@ -63,18 +63,21 @@ public struct JournalLogHandler: LogHandler {
 
     /// Sends one entry; values may hold any bytes, line breaks included.
     static func send(_ fields: [String]) -> Int32 {
-        let encoded = fields.map { Array($0.utf8) }
-        let total = encoded.reduce(0) { $0 + $1.count }
+        // One buffer for every field, copied from each string's own UTF-8.
+        let total = fields.reduce(0) { $0 + $1.utf8.count }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
         defer { storage.deallocate() }
         var vectors: [iovec] = []
-        vectors.reserveCapacity(encoded.count)
+        vectors.reserveCapacity(fields.count)
         var offset = 0
-        for bytes in encoded {
+        for var field in fields {
             let start = storage.baseAddress! + offset
-            bytes.withUnsafeBytes { start.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            vectors.append(iovec(iov_base: start, iov_len: bytes.count))
-            offset += bytes.count
+            let count = field.withUTF8 { bytes in
+                if let base = bytes.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) }
+                return bytes.count
+            }
+            vectors.append(iovec(iov_base: start, iov_len: count))
+            offset += count
         }
         return sd_journal_sendv(vectors, Int32(vectors.count))
     }
