@@ -26,13 +26,14 @@ import HeapModule
 public struct ExpiryScheduler: Sendable {
     /// One group's token and timer.
     private struct Entry: Sendable {
+        // In this order, 32 bytes: `reported` packs beside `pending`'s last byte.
         var expiresAt: Date
+        /// Matches the heap item of ``pending``; heap items with another generation are stale.
+        var generation: UInt64
         /// The next change to report, or nil when the token has expired.
         var pending: ExpiryDeadline?
         /// The latest state reported: ``TokenState/valid`` while nothing has been reported for this token.
         var reported: TokenState
-        /// Matches the heap item of ``pending``; heap items with another generation are stale.
-        var generation: UInt64
     }
 
     /// A pending deadline in the heap, ordered by date, then by the order it was armed in.
@@ -85,7 +86,7 @@ public struct ExpiryScheduler: Sendable {
         }
         // The entry is made whole here and stored once: each look-up hashes the group's name (the set of every
         // stored token was a fifth of a 100,000-group start-up's own work).
-        var entry = Entry(expiresAt: expiresAt, pending: nil, reported: .valid, generation: 0)
+        var entry = Entry(expiresAt: expiresAt, generation: 0, pending: nil, reported: .valid)
         let event = Self.report(&entry, of: group, now: now)
         arm(&entry, of: group, now: now)
         if entries.updateValue(entry, forKey: group)?.pending != nil { pendingCount -= 1 }
