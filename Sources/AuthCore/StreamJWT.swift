@@ -157,12 +157,24 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
 
     // MARK: Decoding
 
+    // The header and the claims are read member by member (the last of a name counts, as in a dictionary), the
+    // members the daemon does not read skipped: no tree of the whole object is made.
+
     private static func decodeHeader(_ bytes: [UInt8]) throws(StreamJWTError) -> Header {
-        guard let fields = try? JSONValue(parsing: bytes), case .object = fields else {
-            throw .headerNotJSONObject
+        var algorithm: JSONValue?
+        var keyID: JSONValue?
+        let isObject = bytes.withUnsafeBufferPointer { buffer in
+            JSONValue.readObject(buffer) { name, value throws(JSONSyntaxError) in
+                switch name {
+                case "alg": algorithm = try value.value()
+                case "kid": keyID = try value.value()
+                default: _ = try value.skip()
+                }
+            }
         }
-        guard case .string(let algorithm)? = fields["alg"] else { throw .algorithmMissing }
-        switch fields["kid"] {
+        guard isObject else { throw .headerNotJSONObject }
+        guard case .string(let algorithm)? = algorithm else { throw .algorithmMissing }
+        switch keyID {
         case nil, .null?: return Header(algorithm: algorithm, keyID: nil)
         case .string(let keyID)?: return Header(algorithm: algorithm, keyID: keyID)
         default: throw .keyIDNotString
@@ -170,16 +182,25 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     }
 
     private static func decodeClaims(_ bytes: [UInt8]) throws(StreamJWTError) -> Claims {
-        guard let fields = try? JSONValue(parsing: bytes), case .object = fields else {
-            throw .payloadNotJSONObject
+        var exp: JSONValue?
+        var ids: [String: String]??
+        let isObject = bytes.withUnsafeBufferPointer { buffer in
+            JSONValue.readObject(buffer) { name, value throws(JSONSyntaxError) in
+                switch name {
+                case "exp": exp = try value.value()
+                case "ids": ids = .some(try value.stringMap())
+                default: _ = try value.skip()
+                }
+            }
         }
-        guard let exp = fields["exp"] else { throw .expirationMissing }
+        guard isObject else { throw .payloadNotJSONObject }
+        guard let exp else { throw .expirationMissing }
         guard let seconds = exp.double else { throw .expirationNotNumber }
         guard seconds.isFinite, (0...Self.latestExpiration).contains(seconds) else {
             throw .expirationOutOfRange
         }
-        guard let ids = fields["ids"] else { throw .customerIdsMissing }
-        guard let customerIds = ids.stringMap else { throw .customerIdsNotStringMap }
+        guard let ids else { throw .customerIdsMissing }
+        guard let customerIds = ids else { throw .customerIdsNotStringMap }
         return Claims(expiresAt: Date(timeIntervalSince1970: seconds), customerIds: customerIds)
     }
 
