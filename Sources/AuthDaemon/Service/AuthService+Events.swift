@@ -51,12 +51,6 @@ extension AuthService {
 
     /// A subscription the hub found gone or too far behind while handing it an event.
     func subscriptionEnded(_ ended: SubscriptionHub.Ended) {
-        if ended.overflowed {
-            logger.warning(
-                "Dropping a subscriber that does not read its events",
-                metadata: ["authd.group": "\(ended.group)", "authd.pid": "\(ended.pid)"]
-            )
-        }
         logUnsubscribed(ended.group, pid: ended.pid)
         finish(flushes.subscriptionEnded(ended.group, subscription: ended.id), of: ended.group)
     }

@@ -50,8 +50,6 @@ public actor AuthService {
     public nonisolated let flushTimeout: Duration
     /// Subscriptions one group may have at once.
     public nonisolated let maximumSubscribersPerGroup: Int
-    /// Events a subscriber may have unread before it is dropped.
-    static let subscriberBuffer = 256
 
     /// The loop the actor runs on.
     public nonisolated let executor: LoopExecutor

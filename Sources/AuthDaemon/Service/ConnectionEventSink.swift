@@ -8,8 +8,6 @@ import Synchronization
 final class ConnectionEventSink: AuthEventSink {
     /// Why a subscription ended.
     enum Ending: Sendable {
-        /// The service dropped it: the connection fell too far behind.
-        case dropped
         /// The connection is gone: a reply could not be sent.
         case connectionGone
         /// The call's task was cancelled: the transport cancels it when the connection closes.
@@ -40,8 +38,6 @@ final class ConnectionEventSink: AuthEventSink {
             return .gone
         }
     }
-
-    func dropped() { finish(.dropped) }
 
     /// Waits until the subscription ends, and tells why.
     func end() async -> Ending {

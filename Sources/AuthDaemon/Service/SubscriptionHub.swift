@@ -18,8 +18,6 @@ struct SubscriptionHub {
         var group: AppGroup
         var id: UInt64
         var pid: Int32
-        /// It had too many unread events and was dropped (its sink was told); otherwise it was gone already.
-        var overflowed: Bool
     }
 
     /// Subscriptions one group may have at once.
@@ -59,7 +57,7 @@ struct SubscriptionHub {
     mutating func removeObserver(_ id: UInt64) { observers[id] = nil }
 
     /// Hands `event` to every subscription of `group` and to every observer. The event is encoded once for all
-    /// of them. A subscription that is gone, or too far behind, is forgotten (a dropped one's sink is told).
+    /// of them. A subscription that is gone is forgotten.
     ///
     /// - Returns: The subscriptions that ended.
     mutating func send(_ event: AuthEvent, to group: AppGroup) -> [Ended] {
@@ -84,13 +82,9 @@ struct SubscriptionHub {
         switch subscriber.sink.deliver(event) {
         case .delivered:
             return nil
-        case .overflowed:
-            subscriber.sink.dropped()
-            _ = remove(group, id: id)
-            return Ended(group: group, id: id, pid: subscriber.pid, overflowed: true)
         case .gone:
             _ = remove(group, id: id)
-            return Ended(group: group, id: id, pid: subscriber.pid, overflowed: false)
+            return Ended(group: group, id: id, pid: subscriber.pid)
         }
     }
 }

@@ -8,10 +8,11 @@ import AuthProtocol
 /// connections and to the bus, through sinks and observers.
 extension AuthService {
     /// The group's events from now on, for the process `pid`, or nil when the group has its most subscriptions.
-    /// The stream ends when the subscriber falls more than ``subscriberBuffer`` events behind, or is cancelled.
+    /// The stream ends when the test falls more than ``streamBuffer`` events behind (a bound of the test's own,
+    /// as the daemon's connections have theirs), or is cancelled.
     func subscribe(_ group: AppGroup, pid: Int32) -> AsyncStream<AuthEvent>? {
         let (stream, continuation) = AsyncStream.makeStream(
-            of: AuthEvent.self, bufferingPolicy: .bufferingOldest(Self.subscriberBuffer))
+            of: AuthEvent.self, bufferingPolicy: .bufferingOldest(StreamEventSink.streamBuffer))
         guard let id = subscribe(group, pid: pid, sink: StreamEventSink(continuation: continuation)) else {
             return nil
         }
@@ -29,18 +30,23 @@ extension AuthService {
     }
 }
 
-/// A sink that buffers the events in an `AsyncStream` (at most ``AuthService/subscriberBuffer``).
+/// A sink that buffers the events in an `AsyncStream` (at most ``streamBuffer``): past it the stream ends, and
+/// the service forgets the subscription as it forgets a closed connection's.
 struct StreamEventSink: AuthEventSink {
+    static let streamBuffer = 256
     let continuation: AsyncStream<AuthEvent>.Continuation
 
     func deliver(_ event: OutgoingEvent) -> AuthEventDelivery {
         switch continuation.yield(event.event) {
-        case .enqueued: .delivered
-        case .dropped: .overflowed
-        case .terminated: .gone
-        @unknown default: .gone
+        case .enqueued:
+            return .delivered
+        case .dropped:
+            continuation.finish()
+            return .gone
+        case .terminated:
+            return .gone
+        @unknown default:
+            return .gone
         }
     }
-
-    func dropped() { continuation.finish() }
 }
