@@ -54,12 +54,10 @@ public enum TokenState: String, Hashable, Sendable, Codable, CaseIterable, Custo
 
 /// The next instant at which a token's state changes, and what it changes to: when an expiry timer fires.
 public struct ExpiryDeadline: Hashable, Sendable {
-    // The date first: the state's byte then ends the value, and an enclosing struct packs its next small field
-    // beside it (ExpiryScheduler's entry of each of 100,000 groups: 40 -> 32 bytes).
-    /// The wall-clock instant of the change.
-    public var date: Date
     /// The state the token enters at ``date``: ``TokenState/expiredSoon`` or ``TokenState/expired``.
     public var state: TokenState
+    /// The wall-clock instant of the change.
+    public var date: Date
 
     public init(state: TokenState, date: Date) {
         self.state = state

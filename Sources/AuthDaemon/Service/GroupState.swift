@@ -10,14 +10,13 @@ import AuthProtocol
 
 /// What ``GroupTable`` holds for one app group.
 ///
-/// Every group has a token, an identity and a generation; only a group in use has a refresh claim, recent
-/// jwtErrors, or a token set again without change. Those live out of line (``Activity``, allocated on first use),
-/// so that each of 100,000 idle groups stays small. Subscribers, waiters, a pending flush and the write queue are
+/// Every group has a token and a generation; only a group in use has an identity set by IdentifyCustomer, a refresh
+/// claim, recent jwtErrors, or a token set again without change. Those live out of line (``Activity``, allocated on
+/// first use), so that each of 100,000 idle groups stays small. Subscribers, waiters, a pending flush and the write queue are
 /// not here: ``SubscriptionHub``, ``WaitList``, ``FlushCoordinator`` and ``WriteQueue`` hold them, for the few
 /// groups that have any.
 struct GroupState {
     var token: StreamJWT?
-    var customerIds: [String: String] = [:]
     /// Grows on every change of token or identity, never goes back while the daemon runs.
     var generation: UInt64 = 0
     var changedAt: Date = .distantPast
@@ -28,13 +27,14 @@ struct GroupState {
         changedAt: Date = .distantPast
     ) {
         self.token = token
-        self.customerIds = customerIds
         self.generation = generation
         self.changedAt = changedAt
+        self.customerIds = customerIds
     }
 
     /// What only a group in use has.
     struct Activity {
+        var customerIds: [String: String] = [:]
         var refreshClaim: RefreshClaim?
         var lastJwtError: [JwtErrorKey: Date] = [:]
         var pendingJwtError: JwtErrorKey?
@@ -56,6 +56,14 @@ struct GroupState {
                 activity = ActivityBox(activity!.value)
             }
             yield &activity!.value
+        }
+    }
+
+    /// The identified customer (IdentifyCustomer, R7), or none. Kept out of line: most groups have none.
+    var customerIds: [String: String] {
+        get { activity?.value.customerIds ?? [:] }
+        set {
+            if !newValue.isEmpty || activity != nil { inUse.customerIds = newValue }
         }
     }
 
