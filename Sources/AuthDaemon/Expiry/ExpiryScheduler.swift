@@ -56,11 +56,12 @@ public struct ExpiryScheduler: Sendable {
         }
     }
 
-    /// A pending deadline in the heap, ordered by date, then by the order it was armed in.
+    /// A pending deadline in the heap, ordered by date, then by the order it was armed in. It names its entry by
+    /// slot, not by group: 24 bytes, not 32. An entry a removal moves to another slot is armed again there.
     private struct Armed: Comparable, Sendable {
         var date: Date
         var generation: UInt64
-        var group: AppGroup
+        var slot: Int32
 
         static func < (lhs: Armed, rhs: Armed) -> Bool {
             (lhs.date, lhs.generation) < (rhs.date, rhs.generation)
@@ -108,8 +109,9 @@ public struct ExpiryScheduler: Sendable {
         // stored token was a fifth of a 100,000-group start-up's own work).
         var entry = Entry(expiresAt: expiresAt, reported: .valid)
         let event = Self.report(&entry, of: group, now: now)
-        arm(&entry, of: group, now: now)
-        if entries.updateValue(entry, forKey: group)?.pending != nil { pendingCount -= 1 }
+        let (slot, replaced) = entries.insertOrReplace(entry, forKey: group)
+        if replaced?.pending != nil { pendingCount -= 1 }
+        arm(slot: slot, now: now)
         tidyHeap()
         return event.map { [$0] } ?? []
     }
@@ -122,8 +124,12 @@ public struct ExpiryScheduler: Sendable {
 
     /// Forgets `group` and its timer.
     public mutating func remove(_ group: AppGroup) {
-        guard let entry = entries.removeValue(forKey: group) else { return }
+        guard let slot = entries.slot(of: group), let entry = entries.removeValue(forKey: group) else { return }
         if entry.pending != nil { pendingCount -= 1 }
+        // The last entry moved into the gap: its heap item names the slot it left, so it is armed again here.
+        if slot < entries.count, let pending = entries[slot: slot].pending {
+            push(slot: slot, date: pending.date)
+        }
         tidyHeap()
     }
 
@@ -135,25 +141,26 @@ public struct ExpiryScheduler: Sendable {
         var events: [ExpiryEvent] = []
         while let top = heap.min, top.date <= now {
             _ = heap.popMin()
-            guard var entry = entries[top.group], entry.generation == top.generation,
-                let pending = entry.pending
-            else { continue }
+            let slot = Int(top.slot)
+            guard isLive(top) else { continue }
+            var entry = entries[slot: slot]
+            guard let pending = entry.pending else { continue }
             if pending.state == .expiredSoon && entry.expiresAt <= now {
                 // Skip the stale expiredSoon: queue expired, which is due too and comes out in deadline order.
                 entry.pending = ExpiryDeadline(state: .expired, date: entry.expiresAt)
-                push(&entry, of: top.group, date: entry.expiresAt)
-                entries[top.group] = entry
+                entries[slot: slot] = entry
+                push(slot: slot, date: entry.expiresAt)
                 continue
             }
             entry.reported = pending.state
             entry.pending = nil
             pendingCount -= 1
-            entries[top.group] = entry
+            entries[slot: slot] = entry
             events.append(
                 ExpiryEvent(
-                    group: top.group, reason: pending.reason, deadline: pending.date, expiresAt: entry.expiresAt)
-            )
-            arm(top.group, now: now)
+                    group: entries.keys[slot], reason: pending.reason, deadline: pending.date,
+                    expiresAt: entry.expiresAt))
+            arm(slot: slot, now: now)
         }
         tidyHeap()
         return events
@@ -171,19 +178,18 @@ public struct ExpiryScheduler: Sendable {
         var items: [Armed] = []
         items.reserveCapacity(entries.count)
         pendingCount = 0
-        for (group, old) in entries {
-            var entry = old
+        for slot in 0..<entries.count {
+            let group = entries.keys[slot]
+            var entry = entries[slot: slot]
             let current = TokenState(expiresAt: entry.expiresAt, at: now)
             if Self.rank(current) < Self.rank(entry.reported) { entry.reported = current }  // jumped backward
-            entries[group] = entry
-            if let event = reportCurrentState(of: group, now: now) { events.append(event) }
-            entry = entries[group] ?? entry
+            if let event = Self.report(&entry, of: group, now: now) { events.append(event) }
             entry.pending = ExpiryDeadline.next(expiresAt: entry.expiresAt, after: now)
             entry.generation = takeGeneration()
-            entries[group] = entry
+            entries[slot: slot] = entry
             if let pending = entry.pending {
                 pendingCount += 1
-                items.append(Armed(date: pending.date, generation: entry.generation, group: group))
+                items.append(Armed(date: pending.date, generation: entry.generation, slot: Int32(slot)))
             }
         }
         heap = Heap(items)
@@ -191,13 +197,6 @@ public struct ExpiryScheduler: Sendable {
     }
 
     // MARK: Internals
-
-    /// Reports the state of `group`'s token at `now` if it is past what was already reported.
-    private mutating func reportCurrentState(of group: AppGroup, now: Date) -> ExpiryEvent? {
-        guard var entry = entries[group], let event = Self.report(&entry, of: group, now: now) else { return nil }
-        entries[group] = entry
-        return event
-    }
 
     /// The report `entry` (of `group`) calls for at `now`, if its state is past what it reported, noted in it.
     private static func report(_ entry: inout Entry, of group: AppGroup, now: Date) -> ExpiryEvent? {
@@ -209,27 +208,23 @@ public struct ExpiryScheduler: Sendable {
         return ExpiryEvent(group: group, reason: reason, deadline: deadline, expiresAt: entry.expiresAt)
     }
 
-    /// Arms `group`'s next deadline after `now`, if its token has one.
-    private mutating func arm(_ group: AppGroup, now: Date) {
-        guard var entry = entries[group] else { return }
+    /// Arms the next deadline after `now` of the entry in `slot`, if its token has one, and counts it pending; a
+    /// deadline it had before is uncounted.
+    private mutating func arm(slot: Int, now: Date) {
+        var entry = entries[slot: slot]
         if entry.pending != nil { pendingCount -= 1 }
-        arm(&entry, of: group, now: now)
-        entries[group] = entry
-    }
-
-    /// Sets `entry`'s (of `group`) next deadline after `now` and, if there is one, pushes it and counts it
-    /// pending; the caller uncounts a deadline the entry had before.
-    private mutating func arm(_ entry: inout Entry, of group: AppGroup, now: Date) {
         entry.pending = ExpiryDeadline.next(expiresAt: entry.expiresAt, after: now)
+        entries[slot: slot] = entry
         guard let pending = entry.pending else { return }
         pendingCount += 1
-        push(&entry, of: group, date: pending.date)
+        push(slot: slot, date: pending.date)
     }
 
-    /// Pushes a new heap item for `entry` (of `group`), making every older one stale; the caller stores the entry.
-    private mutating func push(_ entry: inout Entry, of group: AppGroup, date: Date) {
-        entry.generation = takeGeneration()
-        heap.insert(Armed(date: date, generation: entry.generation, group: group))
+    /// Pushes a new heap item for the entry in `slot`, making every older one stale.
+    private mutating func push(slot: Int, date: Date) {
+        let generation = takeGeneration()
+        entries[slot: slot].generation = generation
+        heap.insert(Armed(date: date, generation: generation, slot: Int32(slot)))
     }
 
     private mutating func takeGeneration() -> UInt64 {
@@ -237,8 +232,12 @@ public struct ExpiryScheduler: Sendable {
         return nextGeneration
     }
 
+    /// Whether `item` is its entry's current deadline: a slot left by a removal, or taken since by another entry,
+    /// holds no entry of its generation (generations are never reused).
     private func isLive(_ item: Armed) -> Bool {
-        guard let entry = entries[item.group] else { return false }
+        let slot = Int(item.slot)
+        guard slot < entries.count else { return false }
+        let entry = entries[slot: slot]
         return entry.generation == item.generation && entry.pending != nil
     }
 

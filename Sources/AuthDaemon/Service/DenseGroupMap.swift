@@ -42,14 +42,28 @@ struct DenseGroupMap<Value> {
     /// Sets the group's value: the one it replaced, if any.
     @discardableResult
     mutating func updateValue(_ value: Value, forKey group: AppGroup) -> Value? {
+        insertOrReplace(value, forKey: group).replaced
+    }
+
+    /// Sets the group's value: the slot it is in, and the value it replaced, if any.
+    mutating func insertOrReplace(_ value: Value, forKey group: AppGroup) -> (slot: Int, replaced: Value?) {
         if let slot = find(group).slot {
-            return Self.exchange(&values[slot], value)
+            return (slot, Self.exchange(&values[slot], value))
         }
         if (keys.count + 1) * 4 > index.count * 3 { rebuildIndex(buckets: Self.bucketCount(for: keys.count + 1)) }
         index[find(group).bucket] = Int32(keys.count + 1)
         keys.append(group)
         values.append(value)
-        return nil
+        return (keys.count - 1, nil)
+    }
+
+    /// The slot `group` is in: where ``subscript(slot:)`` reads it until a removal moves the last entry into a gap.
+    func slot(of group: AppGroup) -> Int? { find(group).slot }
+
+    /// The value in `slot`, which must be below ``count``.
+    subscript(slot slot: Int) -> Value {
+        get { values[slot] }
+        set { values[slot] = newValue }
     }
 
     /// Removes the group: its value, if it had one.
