@@ -25,6 +25,14 @@ func check(_ input: [UInt8]) {
         return
     }
     invariant(jwt.compact == token, "the compact form is not the token as given")
+    // What SetToken's reply shows: the header and claims its parsing kept, the same as decoded anew.
+    guard let kept = try? StreamJWT.decode(token) else {
+        invariant(false, "StreamJWT.decode refuses what StreamJWT(parsing:) takes")
+        return
+    }
+    invariant(
+        kept.token == jwt && kept.header == jwt.header && kept.claims == jwt.claims,
+        "StreamJWT.decode keeps another header or claims than the token's")
     invariant((try? StreamJWT(parsing: jwt.compact)) == jwt, "the compact form does not parse to the same token")
     let parts = token.split(separator: ".", omittingEmptySubsequences: false)
     invariant(parts.count == 3, "parsed a token of \(parts.count) parts")
@@ -67,6 +75,12 @@ func check(_ input: [UInt8]) {
         return
     }
     invariant(decoded.parameters == claims, "ClaimsPayload does not survive a reply")
+    // The reply that writes itself writes what its Encodable form does.
+    var written = JSONWriter()
+    let encoded = try? ParameterEncoder.encode(claims)
+    invariant(
+        (try? claims.write(into: &written)) != nil && written.bytes == encoded,
+        "ClaimsPayload writes itself otherwise than ParameterEncoder writes it")
     for now in [Date(timeIntervalSince1970: 0), jwt.claims.expiresAt, Date.distantFuture] {
         _ = jwt.state(at: now)
     }

@@ -138,6 +138,7 @@ func checkCall(_ call: VarlinkCall) {
     if let parameters = decode(call, GroupParameters.self, ["group"]) {
         checkGroup(parameters.group)
     }
+    checkFastPaths(call)
     checkDescription(call)
     if var parameters = decode(call, SetTokenParameters.self, ["group", "token"]) {
         checkGroup(parameters.group)
@@ -167,6 +168,23 @@ func checkCall(_ call: VarlinkCall) {
     }
     _ = decode(call, EmptyPayload.self, [])
     _ = decode(call, VarlinkService.DescriptionParameters.self, ["interface"])
+}
+
+/// GetToken's and SetToken's fast paths, which read plain strings from the message's bytes, give what the
+/// parameters decode to, and refuse what their decoding refuses, naming the same parameter.
+func checkFastPaths(_ call: VarlinkCall) {
+    let group = Result { () throws(VarlinkError) in try call.stringParameter("group") }
+    let groupDecoded = Result { () throws(VarlinkError) in try call.parameters(GroupParameters.self).group }
+    invariant(group == groupDecoded, "stringParameter(group) reads otherwise than GroupParameters decode")
+    let setToken = Result { () throws(VarlinkError) -> [String] in
+        let (group, token) = try call.stringParameters("group", "token")
+        return [group, token]
+    }
+    let setTokenDecoded = Result { () throws(VarlinkError) -> [String] in
+        let parameters = try call.parameters(SetTokenParameters.self)
+        return [parameters.group, parameters.token.value]
+    }
+    invariant(setToken == setTokenDecoded, "stringParameters(group, token) reads otherwise than SetTokenParameters")
 }
 
 /// A call shows its method and flags, and nothing of its parameters (they may hold a token): it describes and
