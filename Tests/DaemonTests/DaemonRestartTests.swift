@@ -24,8 +24,9 @@ struct DaemonRestartTests {
         #expect(first.stop(signal: SIGTERM) == 0)
         #expect(Date().timeIntervalSince1970 < lapseAt, "the daemon was stopped before news's token expired")
 
-        // While it is down, news's token expires.
-        while Date().timeIntervalSince1970 < lapseAt + 0.2 { usleep(50_000) }
+        // While it is down, news's token expires: time itself must pass, so one sleep to just after exp.
+        let untilLapsed = lapseAt + 0.2 - Date().timeIntervalSince1970
+        if untilLapsed > 0 { usleep(UInt32(untilLapsed * 1_000_000)) }
 
         let monitor = try BackgroundProcess(
             "/usr/bin/dbus-monitor",

@@ -34,7 +34,10 @@ with varlink.Client(address=address) as client:
         with client.open("com.exponea.Auth") as auth:
             for reply in auth.Subscribe(group, _more=True):
                 if reply["event"]["kind"] == "state":
-                    continue  # where the group stood when subscribed; the test looks at what follows
+                    # Where the group stood when subscribed: the subscription is registered. The test looks at
+                    # what follows.
+                    subscribed.set()
+                    continue
                 events.append(reply["event"])
                 if len(events) == 1:
                     return
@@ -42,14 +45,8 @@ with varlink.Client(address=address) as client:
     listener = threading.Thread(target=subscribe)
     listener.start()
     with client.open("com.exponea.Auth") as auth:
-        # Wait until the subscription is registered, then set the token.
-        import time
-
-        for _ in range(200):
-            groups = auth.ListGroups()["groups"]
-            if any(g["name"] == group and g["subscribers"] > 0 for g in groups):
-                break
-            time.sleep(0.02)
+        # Once the subscription is registered (its first event says so), set the token.
+        subscribed.wait(timeout=10)
         result = auth.SetToken(group, token)
         show("set", {"generation": result["generation"], "algorithm": result["claims"]["algorithm"]})
         try:
