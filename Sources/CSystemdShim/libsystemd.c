@@ -75,6 +75,7 @@
     X(sd_bus_track_unref) \
     X(sd_bus_unref) \
     X(sd_bus_wait) \
+    X(sd_event_add_defer) \
     X(sd_event_add_io) \
     X(sd_event_add_signal) \
     X(sd_event_add_time_relative) \
@@ -358,6 +359,10 @@ sd_bus* sd_bus_unref(sd_bus *bus) {
 
 int sd_bus_wait(sd_bus *bus, uint64_t timeout_usec) {
     return library()->sd_bus_wait(bus, timeout_usec);
+}
+
+int sd_event_add_defer(sd_event *e, sd_event_source **s, sd_event_handler_t callback, void *userdata) {
+    return library()->sd_event_add_defer(e, s, callback, userdata);
 }
 
 int sd_event_add_io(

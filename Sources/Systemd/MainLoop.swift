@@ -110,6 +110,18 @@ public final class MainLoop {
         return keep(source, pointer)
     }
 
+    /// Calls `handler` once on the loop's thread at its next turn, before any event that is not pending yet
+    /// (`sd_event_add_defer`): after the handler running now, and everything on its way out of it.
+    public func nextTurn(_ handler: @escaping () -> Void) throws(SystemdError) {
+        let source = EventSource(loop: self) { _ in handler() }
+        source.endsAfterFiring = true
+        var pointer: OpaquePointer?
+        try Self.check(
+            sd_event_add_defer(event, &pointer, { _, userdata in EventSource.fire(userdata) }, source.userdata),
+            "sd_event_add_defer", "cannot defer a call to the next turn")
+        keep(source, pointer)
+    }
+
     /// Lets the loop drive `bus`: its socket and its timeouts become sources of this loop, and its method
     /// handlers, filters and tracks run on the loop's thread.
     public func attach(_ bus: BusConnection) throws(SystemdError) {
@@ -142,6 +154,7 @@ public final class MainLoop {
 
     // MARK: Sources
 
+    @discardableResult
     private func keep(_ source: EventSource, _ pointer: OpaquePointer?) -> EventSource {
         source.pointer = pointer
         sources[ObjectIdentifier(source)] = source
@@ -163,12 +176,14 @@ public final class MainLoop {
     }
 }
 
-/// A source of a ``MainLoop``: a signal, a readable descriptor or a timer, with its handler. It lives until
-/// ``cancel()`` or the loop's end.
+/// A source of a ``MainLoop``: a signal, a readable descriptor, a timer or a call deferred to the next turn, with
+/// its handler. It lives until ``cancel()``, the loop's end, or (a deferred call) its one call.
 public final class EventSource {
     fileprivate var pointer: OpaquePointer?
     private unowned let loop: MainLoop
     private let handler: (UInt32) -> Void
+    /// Whether the source goes once its handler ran (``MainLoop/nextTurn(_:)``).
+    fileprivate var endsAfterFiring = false
 
     fileprivate init(loop: MainLoop, handler: @escaping (UInt32) -> Void) {
         self.loop = loop
@@ -184,7 +199,10 @@ public final class EventSource {
         let source = Unmanaged<EventSource>.fromOpaque(userdata).takeUnretainedValue()
         let loop = source.loop
         loop.isDispatching = true
-        withExtendedLifetime(source) { source.handler(events) }
+        withExtendedLifetime(source) {
+            source.handler(events)
+            if source.endsAfterFiring { source.cancel() }
+        }
         loop.isDispatching = false
         if loop.workQueuedByHandler {
             loop.workQueuedByHandler = false

@@ -6,7 +6,8 @@ import Systemd
 import Testing
 
 /// The sd-event loop, run on the test's own thread: messages from other threads arrive in order on the loop's
-/// thread, a bounded inbox drops the oldest, timers fire, a bus is driven by the loop alone.
+/// thread, a bounded inbox drops the oldest, timers fire, a deferred call runs once at the next turn, a bus is
+/// driven by the loop alone.
 @Suite("sd-event loop and its inbox", .offPool)
 struct MainLoopTests {
     @Test func messagesFromOtherThreadsArriveInOrderOnTheLoopsThread() throws {
@@ -51,6 +52,31 @@ struct MainLoopTests {
         }
         _ = try loop.run()
         #expect(fired == 2)
+    }
+
+    @Test func aCallDeferredToTheNextTurnRunsOnceBeforeLaterEvents() throws {
+        let loop = try MainLoop()
+        var first: [Int32] = [0, 0]
+        var second: [Int32] = [0, 0]
+        #expect(pipe(&first) == 0 && pipe(&second) == 0)
+        defer { for descriptor in first + second { close(descriptor) } }
+        var order: [String] = []
+        var firstSource: EventSource?
+        firstSource = try loop.onReadable(first[0]) {
+            firstSource?.cancel()
+            try? loop.nextTurn { order.append("deferred") }
+            // Readable from now on, but pending only at the loop's next wait: after the deferred call.
+            _ = write(second[1], "x", 1)
+            order.append("handler")
+        }
+        try loop.onReadable(second[0]) {
+            order.append("later event")
+            // A deferred call that fired again would come before this one.
+            try? loop.nextTurn { loop.exit() }
+        }
+        _ = write(first[1], "x", 1)
+        _ = try loop.run()
+        #expect(order == ["handler", "deferred", "later event"])
     }
 
     @Test func theLoopDrivesABusConnectionItsNameAndItsLoss() throws {
