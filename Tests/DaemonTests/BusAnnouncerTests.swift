@@ -6,6 +6,7 @@ import AuthStore
 import AuthTestKit
 import Foundation
 import Logging
+import Synchronization
 import Systemd
 import Testing
 
@@ -17,10 +18,13 @@ struct BusAnnouncerTests {
         let bus = try PrivateBus()
         defer { bus.stop() }
         let logs = LogCapture()
-        let (thread, announcer) = try Self.announcer(on: .address(bus.address), logger: logs.logger())
+        let attemptsEnded = AttemptsEnded()
+        let (thread, announcer) = try Self.announcer(
+            on: .address(bus.address), logger: logs.logger(), firstAttemptEnded: attemptsEnded)
         defer { thread.stop() }
         #expect(await logs.waitForEntry { $0.message == "Announcing on D-Bus" })
-        #expect(announcer.isConnected)
+        #expect(announcer.isConnected)  // on the loop's thread: after the turn that owned the name
+        #expect(attemptsEnded.count == 1)
 
         let monitor = try BackgroundProcess(
             "/usr/bin/dbus-monitor",
@@ -74,7 +78,9 @@ struct BusAnnouncerTests {
         defer { directory.remove() }
         let path = directory.appending("bus")
         let logs = LogCapture()
-        let (thread, announcer) = try Self.announcer(on: .address("unix:path=\(path)"), logger: logs.logger())
+        let attemptsEnded = AttemptsEnded()
+        let (thread, announcer) = try Self.announcer(
+            on: .address("unix:path=\(path)"), logger: logs.logger(), firstAttemptEnded: attemptsEnded)
         defer { thread.stop() }
         // A barrier, not a pause: the first attempt and a retry both failed.
         #expect(
@@ -82,6 +88,8 @@ struct BusAnnouncerTests {
                 logs.entries.filter { $0.message.hasPrefix("D-Bus is not reachable") }.count >= 2
             })
         #expect(!announcer.isConnected)
+        // The first attempt's end is told once: the failure, not the retry.
+        #expect(attemptsEnded.count == 1)
 
         let bus = try PrivateBus(socketPath: path)
         defer { bus.stop() }
@@ -89,15 +97,17 @@ struct BusAnnouncerTests {
         #expect(announcer.isConnected)
         let names = try ChildProcess.run("/usr/bin/busctl", ["--address=\(bus.address)", "list", "--acquired"])
         #expect(names.standardOutput.contains(BusAnnouncer.name))
+        #expect(attemptsEnded.count == 1)
     }
 
     /// An announcer on a loop of its own thread, reached on that thread as the daemon reaches its own.
-    static func announcer(on bus: BusAnnouncer.Bus, logger: Logger = Logger(label: "test")) throws -> (
-        LoopThread, AnnouncerOnLoop
-    ) {
+    static func announcer(
+        on bus: BusAnnouncer.Bus, logger: Logger = Logger(label: "test"), firstAttemptEnded: AttemptsEnded? = nil
+    ) throws -> (LoopThread, AnnouncerOnLoop) {
         let thread = try LoopThread()
         try thread.sync { context in
-            let announcer = BusAnnouncer(bus: bus, loop: context.loop, logger: logger)
+            let announcer = BusAnnouncer(
+                bus: bus, loop: context.loop, logger: logger, firstAttemptEnded: firstAttemptEnded.map { $0.add })
             context.keep(announcer)
             context.onStop { announcer.stop() }
         }
@@ -118,6 +128,13 @@ struct BusAnnouncerTests {
         }
         return signals.filter { $0.first != "NameAcquired" && $0.first != "NameLost" }
     }
+}
+
+/// How many times an announcer said its first attempt ended.
+final class AttemptsEnded: Sendable {
+    private let value = Mutex(0)
+    var count: Int { value.withLock { $0 } }
+    func add() { value.withLock { $0 += 1 } }
 }
 
 /// A ``BusAnnouncer`` kept by a ``LoopThread``: each use runs on the loop's thread and waits for it there.

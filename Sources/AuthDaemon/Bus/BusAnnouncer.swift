@@ -77,17 +77,26 @@ public final class BusAnnouncer {
     private var retryTimer: EventSource?
     private var warned = false
     private var stopped = false
+    /// Called once, when the first attempt ends (the name owned, or the bus unreachable).
+    private var firstAttemptEnded: (() -> Void)?
 
     /// Starts connecting, on `loop`'s thread (the calling thread, which runs or will run the loop).
     ///
-    /// - Parameter access: nil to broadcast every signal (a user's own bus); otherwise each signal goes only to
-    ///   the peers that watch its group and that the access it returns (asked at each decision, so that a reload
-    ///   applies at once) lets use it.
-    public init(bus: Bus, access: AccessNow? = nil, loop: MainLoop, logger: Logger) {
+    /// - Parameters:
+    ///   - access: nil to broadcast every signal (a user's own bus); otherwise each signal goes only to the peers
+    ///     that watch its group and that the access it returns (asked at each decision, so that a reload applies
+    ///     at once) lets use it.
+    ///   - firstAttemptEnded: Called once on the loop, when the first attempt owns the name or fails (possibly
+    ///     before `init` returns): the bus's part of the start-up is over.
+    public init(
+        bus: Bus, access: AccessNow? = nil, loop: MainLoop, logger: Logger,
+        firstAttemptEnded: (() -> Void)? = nil
+    ) {
         self.bus = bus
         self.access = access
         self.logger = logger
         self.loop = loop
+        self.firstAttemptEnded = firstAttemptEnded
         connect()
     }
 
@@ -173,6 +182,7 @@ public final class BusAnnouncer {
         let waiting = pending
         pending = []
         for event in waiting { emit(event) }
+        endFirstAttempt()
     }
 
     /// The attempt `current` failed, or its connection was lost: try again later (the connection itself is
@@ -194,6 +204,13 @@ public final class BusAnnouncer {
             retryTimer = try? loop.after(retry) { [weak self] in self?.connect() }
         }
         retry = min(retry * 2, Self.maximumRetryInterval)
+        endFirstAttempt()
+    }
+
+    private func endFirstAttempt() {
+        guard let ended = firstAttemptEnded else { return }
+        firstAttemptEnded = nil
+        ended()
     }
 
     private func dropConnection() {

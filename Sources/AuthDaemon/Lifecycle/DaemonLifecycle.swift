@@ -68,6 +68,9 @@ public final class DaemonLifecycle {
     /// The server of the report socket (`io.systemd.Metrics` only), when systemd passed it.
     private var reportServer: VarlinkServer?
     private var isReady = false
+    /// The start-up's steps still running after the start (READY=1, the bus's first attempt): when none is left,
+    /// the pages only the start-up touched go.
+    private var startupStepsLeft = 2
     private var isStopping = false
     /// The STATUS line last sent.
     private var status = ""
@@ -150,10 +153,21 @@ public final class DaemonLifecycle {
         logger.info("Ready: \(status)", metadata: metadata)
         self.status = status
         notifier.notify(.ready, .status(status))
-        // What only the start-up ran need not stay resident.
-        let released = StartupPages.release()
-        logger.debug("Released the start-up's pages", metadata: ["authd.released_kib": "\(released)"])
+        startupStepEnded()
         armWatchdog()
+    }
+
+    /// One of the start-up's last steps ended; after both, what only the start-up ran need not stay resident.
+    private func startupStepEnded() {
+        startupStepsLeft -= 1
+        guard startupStepsLeft == 0 else { return }
+        // At the next turn, before any call that comes later: the handler that ended the step (the bus's reply)
+        // returns through code that serving never runs, which would be mapped again on its way out.
+        let release = { [unowned self] in
+            let released = StartupPages.release()
+            logger.debug("Released the start-up's pages", metadata: ["authd.released_kib": "\(released)"])
+        }
+        do { try loop.nextTurn(release) } catch { release() }
     }
 
     /// Serves the socket (and the report socket, when systemd passed it), then follows the service.
@@ -191,7 +205,8 @@ public final class DaemonLifecycle {
             // On the system bus a signal goes only to the peers that may use its group.
             let access: BusAnnouncer.AccessNow? = daemon.mode == .system ? { daemon.currentAccess() } : nil
             announcer = BusAnnouncer(
-                bus: daemon.mode == .system ? .system : .user, access: access, loop: loop, logger: logger)
+                bus: daemon.mode == .system ? .system : .user, access: access, loop: loop, logger: logger,
+                firstAttemptEnded: { [unowned self] in startupStepEnded() })
             try ExpiryTimerSource.watch(on: loop, service: daemon.service, logger: logger)
         } catch {
             failure = DaemonError(message: "cannot watch the bus or the expiry timer: \(error)")

@@ -10,8 +10,9 @@ import CMalloc
 /// Start-up runs code that serving never runs again (option parsing, the store's key and records, the Swift
 /// runtime's first look-ups through every protocol conformance of the binary), and each page it touches stays
 /// mapped, counted in the daemon's resident set, with the 64 KiB around it that the kernel maps on every fault.
-/// Once the daemon is ready it unmaps the resident pages of its read-only file mappings (`madvise(2)`
-/// `MADV_DONTNEED`): they stay in the page cache, and a page a later call needs comes back on a minor fault.
+/// Once the start-up is over (READY=1 sent, and the bus's first attempt ended) it unmaps the resident pages of its
+/// read-only file mappings (`madvise(2)` `MADV_DONTNEED`): they stay in the page cache, and a page a later call
+/// needs comes back on a minor fault.
 /// Only mappings that are not writable and hold no private copy (`Anonymous: 0` in `/proc/self/smaps`) are
 /// touched, so nothing written (relocations, data) is ever dropped. The heap's free memory goes back too
 /// (`malloc_trim`).
@@ -23,7 +24,9 @@ enum StartupPages {
     static func release() -> Int {
         malloc_trim(0)
         guard let smaps = read("/proc/self/smaps") else { return 0 }
-        var released = 0
+        // Every range first, then the madvise calls in a row: code that ran after the binary's own pages went
+        // (this parsing) would map its pages again.
+        var ranges: [(start: UInt, length: Int, resident: Int)] = []
         var candidate: (start: UInt, end: UInt)?
         var resident = 0
         for line in smaps.split(separator: UInt8(ascii: "\n")) {
@@ -43,9 +46,13 @@ enum StartupPages {
             } else if key.elementsEqual("Anonymous:".utf8), let range = candidate {
                 candidate = nil
                 guard Int(decimal: fields[1]) == 0, resident > 0 else { continue }
-                let address = UnsafeMutableRawPointer(bitPattern: range.start)
-                if madvise(address, Int(range.end - range.start), MADV_DONTNEED) == 0 { released += resident }
+                ranges.append((range.start, Int(range.end - range.start), resident))
             }
+        }
+        var released = 0
+        for range in ranges
+        where madvise(UnsafeMutableRawPointer(bitPattern: range.start), range.length, MADV_DONTNEED) == 0 {
+            released += range.resident
         }
         return released
     }
