@@ -159,6 +159,7 @@ public final class VarlinkServer {
             if let path { unlink(path) }
             throw VarlinkServerError(message: "cannot watch the listening socket: \(error)")
         }
+        units?.index.prepare()
     }
 
     /// Stops accepting and closes every connection; a socket file the server bound is removed.

@@ -15,7 +15,7 @@ import CPidfd
 /// unit makes below its own cgroup (`Delegate=`), nor another user's manager, which its user may fill with as many
 /// cgroups as it likes: a process there is known by no unit.
 ///
-/// It is read at the first lookup. While it reads a directory it watches it (inotify: a cgroup made or removed
+/// It is read at the first lookup, or before it (``prepare()``). While it reads a directory it watches it (inotify: a cgroup made or removed
 /// there), so it reads again only when an id is not in it and a directory it read has changed since (a unit
 /// started): an id that cgroups made elsewhere (in a user's own tree) brings costs one read of the watch, never a
 /// reading. An id found in no unit is remembered (cgroup ids are never reused). Where inotify is not available it
@@ -57,6 +57,12 @@ public final class CgroupUnitIndex {
 
     deinit {
         if changes >= 0 { close(changes) }
+    }
+
+    /// Reads the cgroup file system now, unless it was read already: a server does when it starts, so that its
+    /// first peer finds the index made, and the code that makes it runs in the start-up, not in serving.
+    public func prepare() {
+        if readings == 0, root != nil { read() }
     }
 
     /// The units of the cgroup `id`, or nil when it is known by none (the root, a slice, below a unit's own

@@ -66,6 +66,23 @@ struct PeerUnitResolverTests {
         #expect(index.readings == 2)
     }
 
+    /// A server prepares its index when it starts: the tree is read then, once, and the first lookup reads nothing.
+    @Test func aPreparedIndexIsReadOnceBeforeItsFirstLookup() throws {
+        let root = try TemporaryDirectory(prefix: "authd-cgroup-prepared")
+        defer { root.remove() }
+        try FileManager.default.createDirectory(
+            atPath: root.appending("system.slice/shop-app.service"), withIntermediateDirectories: true)
+        var info = stat()
+        #expect(stat(root.appending("system.slice/shop-app.service"), &info) == 0)
+        let index = CgroupUnitIndex(root: root.path)
+        #expect(index.readings == 0)
+        index.prepare()
+        index.prepare()
+        #expect(index.readings == 1)
+        #expect(index.units(ofCgroup: UInt64(info.st_ino)) == ProcessUnits(unit: "shop-app.service"))
+        #expect(index.readings == 1)
+    }
+
     /// Another user's manager is delegated: its user may make as many cgroups there as it likes. The system
     /// daemon's index neither enters it nor watches it, so those cgroups cost no reading and hide nothing.
     @Test func anotherUsersOwnCgroupsCostNoReading() throws {
