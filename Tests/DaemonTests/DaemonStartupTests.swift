@@ -95,6 +95,32 @@ struct DaemonStartupTests {
         #expect(daemon.output.contains("info: Stopping"))
     }
 
+    /// The pages only the start-up ran go once, after both its last steps: READY=1, and the bus's first attempt,
+    /// whether the bus answered or could not be reached.
+    @Test(arguments: [true, false])
+    func handsBackTheStartUpsPagesAfterReadyAndTheBusFirstAttempt(busReachable: Bool) throws {
+        let fixture = try Fixture()
+        let bus = busReachable ? try PrivateBus() : nil
+        defer { bus?.stop() }
+        let daemon = try fixture.start(
+            ["DBUS_SESSION_BUS_ADDRESS": bus?.address ?? "unix:path=\(fixture.root.appending("no-bus"))"],
+            arguments: ["--log-level", "debug"])
+        defer { _ = daemon.stop(signal: SIGTERM) }
+        #expect(daemon.waitForOutput { $0.contains("Released the start-up's pages") }, "\(daemon.output)")
+        let lines = daemon.output.split(separator: "\n")
+        let released = lines.firstIndex { $0.contains("Released the start-up's pages") }
+        let ready = lines.firstIndex { $0.contains("info: Ready: ") }
+        let attempted = lines.firstIndex {
+            $0.contains(busReachable ? "Announcing on D-Bus" : "D-Bus is not reachable")
+        }
+        #expect(ready != nil && attempted != nil && released != nil)
+        if let released, let ready, let attempted { #expect(released > ready && released > attempted) }
+        #expect(lines.filter { $0.contains("Released the start-up's pages") }.count == 1)
+        // Something was resident to hand back: the start-up's code.
+        let kib = released.flatMap { lines[$0].split(separator: "authd.released_kib=").last }.flatMap { Int($0) }
+        #expect((kib ?? 0) > 0)
+    }
+
     @Test func loadsTheStoredGroupsAtStart() throws {
         let fixture = try Fixture()
         let store = try fixture.store()
