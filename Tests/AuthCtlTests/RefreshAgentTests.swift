@@ -146,20 +146,18 @@ struct RefreshAgentTests {
         let first = try TemporaryDirectory(prefix: "authd-agent-a")
         defer { first.remove() }
         try daemon.set("shop", signer.token(expiringIn: 3600))
-        let marker = first.appending("fetching")
-        // The first agent's backend never answers.
+        // The first agent's backend says it started (on the agent's standard error, which it inherits), then never
+        // answers.
         let hanging = try daemon.authctlInBackground([
             "refresh-agent", "shop", "--command-timeout", "600", "--",
-            command(in: first, body: "touch \(marker); exec sleep 600 2>/dev/null"),
+            command(in: first, body: "echo backend-fetching >&2; exec sleep 600 2>/dev/null"),
         ])
         defer { hanging.stop() }
         #expect(daemon.waitForSubscribers("shop", count: 1, timeout: .seconds(10)))
         // The token enters its last minute: the first agent claims the refresh and its backend hangs.
         try daemon.set("shop", signer.token(expiringIn: 30))
-        // Polled: the file the backend's command makes has no event.
         #expect(
-            BackgroundProcess.waitUntil(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: marker) },
-            "\(hanging.output)")
+            hanging.waitForOutput(timeout: .seconds(10)) { $0.contains("backend-fetching") }, "\(hanging.output)")
         let second = try daemon.authctlInBackground(["refresh-agent", "shop", "--", command(in: daemon.root)])
         defer { second.stop() }
         #expect(daemon.waitForSubscribers("shop", count: 2, timeout: .seconds(10)))

@@ -58,9 +58,10 @@ struct CoreDumpTests {
             "/usr/bin/setpriv", setpriv + [try BuildProducts.executable("authctl"), "watch", "shop"],
             environment: environment)
         defer { watch.stop() }
-        // setpriv is root's until it execs authctl: wait for authctl itself, which disables dumps first thing. Polled:
-        // another process's exec and /proc entry have no event.
-        #expect(BackgroundProcess.waitUntil { Self.procOwner(watch.pid) == 0 && Self.isAuthctl(watch.pid) })
+        // setpriv is root's until it execs authctl, which disables dumps first thing: once authctl printed the
+        // group's state line (its subscription's first event), it is authctl, and its /proc entry is root's.
+        #expect(watch.waitForOutput { $0.contains("state ") }, "\(watch.output)")
+        #expect(Self.procOwner(watch.pid) == 0 && Self.isAuthctl(watch.pid))
         #expect(watch.isRunning, "\(watch.output)")
 
         // The installed authctl: the one binary, exponea-authd, run through a symlink named authctl.
@@ -70,13 +71,17 @@ struct CoreDumpTests {
         let multiCall = try BackgroundProcess(
             "/usr/bin/setpriv", setpriv + [link, "watch", "shop"], environment: environment)
         defer { multiCall.stop() }
-        #expect(BackgroundProcess.waitUntil { Self.procOwner(multiCall.pid) == 0 && Self.isAuthctl(multiCall.pid) })
+        #expect(multiCall.waitForOutput { $0.contains("state ") }, "\(multiCall.output)")
+        #expect(Self.procOwner(multiCall.pid) == 0 && Self.isAuthctl(multiCall.pid))
         #expect(multiCall.isRunning, "\(multiCall.output)")
 
         // The control: the same user's ordinary program is its own in /proc.
+        // Its line comes once setpriv has made it the user's.
         let sleeper = try BackgroundProcess(
-            "/usr/bin/setpriv", setpriv + ["/bin/sleep", "30"], environment: environment)
+            "/usr/bin/setpriv", setpriv + ["/bin/sh", "-c", "echo started; exec /bin/sleep 30"],
+            environment: environment)
         defer { sleeper.stop() }
-        #expect(BackgroundProcess.waitUntil { Self.procOwner(sleeper.pid) == Self.user })
+        #expect(sleeper.waitForOutput { $0.contains("started") }, "\(sleeper.output)")
+        #expect(Self.procOwner(sleeper.pid) == Self.user)
     }
 }
