@@ -124,7 +124,7 @@ public struct ExpiryScheduler: Sendable {
 
     /// Forgets `group` and its timer.
     public mutating func remove(_ group: AppGroup) {
-        guard let slot = entries.slot(of: group), let entry = entries.removeValue(forKey: group) else { return }
+        guard let (slot, entry) = entries.remove(group) else { return }
         if entry.pending != nil { pendingCount -= 1 }
         // The last entry moved into the gap: its heap item names the slot it left, so it is armed again here.
         if slot < entries.count, let pending = entries[slot: slot].pending {

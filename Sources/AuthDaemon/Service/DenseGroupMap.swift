@@ -57,9 +57,6 @@ struct DenseGroupMap<Value> {
         return (keys.count - 1, nil)
     }
 
-    /// The slot `group` is in: where ``subscript(slot:)`` reads it until a removal moves the last entry into a gap.
-    func slot(of group: AppGroup) -> Int? { find(group).slot }
-
     /// The value in `slot`, which must be below ``count``.
     subscript(slot slot: Int) -> Value {
         get { values[slot] }
@@ -68,7 +65,10 @@ struct DenseGroupMap<Value> {
 
     /// Removes the group: its value, if it had one.
     @discardableResult
-    mutating func removeValue(forKey group: AppGroup) -> Value? {
+    mutating func removeValue(forKey group: AppGroup) -> Value? { remove(group)?.value }
+
+    /// Removes the group: the slot it was in (where the last entry now is, unless it was the last) and its value.
+    mutating func remove(_ group: AppGroup) -> (slot: Int, value: Value)? {
         let (bucket, found) = find(group)
         guard let slot = found else { return nil }
         emptyBucket(bucket)
@@ -80,7 +80,7 @@ struct DenseGroupMap<Value> {
             values.swapAt(slot, last)
         }
         keys.removeLast()
-        return values.removeLast()
+        return (slot, values.removeLast())
     }
 
     /// The bucket that names `group`'s slot, or the empty one where it would go (0 when there is no index).
