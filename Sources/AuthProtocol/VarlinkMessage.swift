@@ -160,10 +160,7 @@ public struct VarlinkCall: Sendable {
             return String(decoding: message[plainStrings.first.value], as: UTF8.self)
         }
         // Escapes, or other members: as the parameters decode.
-        let members = try parameterMembers()
-        guard case .string(let value)? = members[name.description] else { throw .invalidParameter(name.description) }
-        if let unknown = members.keys.filter({ $0 != name.description }).min() { throw .invalidParameter(unknown) }
-        return value
+        return try decodedStrings([name.description])[0]
     }
 
     /// The string parameters `first` and `second` of a method that takes nothing else (SetToken's group and
@@ -184,16 +181,21 @@ public struct VarlinkCall: Sendable {
             }
         }
         // Escapes, other members, or a name twice: as the parameters decode.
+        let values = try decodedStrings([first.description, second.description])
+        return (values[0], values[1])
+    }
+
+    /// The string parameters `names`, in order, of a method that takes nothing else, as the parameters decode:
+    /// the way of ``stringParameter(_:)`` and ``stringParameters(_:_:)`` when the bytes alone do not tell.
+    private func decodedStrings(_ names: [String]) throws(VarlinkError) -> [String] {
         let members = try parameterMembers()
-        guard case .string(let firstValue)? = members[first.description] else {
-            throw .invalidParameter(first.description)
+        var values: [String] = []
+        for name in names {
+            guard case .string(let value)? = members[name] else { throw .invalidParameter(name) }
+            values.append(value)
         }
-        guard case .string(let secondValue)? = members[second.description] else {
-            throw .invalidParameter(second.description)
-        }
-        let known = [first.description, second.description]
-        if let unknown = members.keys.filter({ !known.contains($0) }).min() { throw .invalidParameter(unknown) }
-        return (firstValue, secondValue)
+        if let unknown = members.keys.filter({ !names.contains($0) }).min() { throw .invalidParameter(unknown) }
+        return values
     }
 
     /// Whether `member`'s name, in the message, is `name`.
