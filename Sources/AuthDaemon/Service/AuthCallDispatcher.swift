@@ -15,10 +15,9 @@ import Systemd
 /// checks the caller's access, runs the method and encodes its replies. Knows nothing of sockets: the
 /// transport hands it each call with the caller's credentials and the connection's replies.
 ///
-/// An actor on the service's executor, the loop: what it keeps of the connections (their refresh claims), its
-/// throttle of refusals' log lines and its counts of calls are its own state, which the loop's callbacks reach in
-/// their own turn (``dispatch(_:from:connection:)``), so none of it needs a lock. The calls that run later run in
-/// its isolation too: as it shares the service's executor, their calls into the service need no hop.
+/// An actor on the service's loop: what it keeps of the connections (their refresh claims), its throttle of refusals' log lines and its counts of calls are its own state, which the loop's
+/// callbacks reach in their own turn (``dispatch(_:from:connection:)``), and the calls that run later reach from
+/// the connection's task on the loop (``onLoop(_:)``), so none of it needs a lock.
 public actor AuthCallDispatcher: VarlinkCallHandler {
     /// Bounds on what a caller may pass.
     public enum Limits {
@@ -67,8 +66,8 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     public nonisolated func dispatch(
         _ call: VarlinkCall, from caller: Caller, connection: VarlinkConnectionID
     ) -> VarlinkDispatch {
-        // Not through the executor's enter(_:_:): its closure would capture, and withoutActuallyEscaping allocates
-        // a context for it on each call. This one captures nothing, so it is a plain function, cast as enter casts.
+        // Not through onLoop(_:): its closure captures, and withoutActuallyEscaping allocates a context for it on
+        // each call. This one captures nothing, so it is a plain function, cast as onLoop casts.
         service.executor.checkIsolated()
         typealias Isolated = (isolated AuthCallDispatcher, VarlinkCall, Caller, VarlinkConnectionID) -> VarlinkDispatch
         typealias Plain = (AuthCallDispatcher, VarlinkCall, Caller, VarlinkConnectionID) -> VarlinkDispatch
@@ -77,8 +76,8 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// Runs `body` in the actor's isolation, synchronously, on the loop's thread; traps on another, as
-    /// ``AuthService/onLoop(_:)`` does: how the daemon's other parts on the loop (a reload, the metrics) reach the
-    /// dispatcher's state without a hop.
+    /// ``AuthService/onLoop(_:)`` does. The calls that run later run their nonisolated code on the loop (the
+    /// connection's task prefers its executor), and enter here for the dispatcher's state without a hop.
     nonisolated func onLoop<T>(_ body: (isolated AuthCallDispatcher) throws -> T) rethrows -> T {
         try service.executor.enter(self, body)
     }
@@ -116,16 +115,16 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// Runs one call later, in the connection's task, and sends its replies.
-    private func run(
+    private nonisolated func run(
         _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
         _ replies: VarlinkReplies
     ) async {
         let reply = call.oneway ? VarlinkReplies.discarded : replies
         do {
             try await perform(method, call, caller, connection, reply)
-            calls.count(method, .ok)
+            onLoop { $0.calls.count(method, .ok) }
         } catch let error as VarlinkError {
-            calls.count(method, CallCounters.Result(error))
+            onLoop { $0.calls.count(method, CallCounters.Result(error)) }
             try? reply.send(VarlinkReplyEncoder.error(error))
         } catch {
             // The connection is gone (a send failed): nothing to answer.
@@ -149,7 +148,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
         await service.connectionClosed(connection.rawValue)
     }
 
-    private func perform(
+    private nonisolated func perform(
         _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
         _ replies: VarlinkReplies
     ) async throws {
@@ -157,7 +156,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
         case .setToken:
             // The two strings read from the message's bytes: as SetTokenParameters, without decoding a tree.
             let (groupName, token) = try call.stringParameters("group", "token")
-            let group = try permitted(groupName, caller)
+            let group = try checked(groupName, caller)
             // Decoded here, once: the reply shows the header and claims that parsing read.
             let (generation, decoded) = try await mapped { () async throws(AuthServiceError) in
                 let decoded: StreamJWT.Decoded
@@ -177,17 +176,17 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
                         generation: generation, claims: ClaimsPayload(header: decoded.header, claims: decoded.claims))))
 
         case .getToken:
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             try replies.send(await service.getTokenReply(for: group, encode: Self.getTokenReply))
 
         case .preflight:
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             try replies.send(VarlinkReplyEncoder.reply(await service.preflight(group)))
 
         case .reportAuthFailure:
             let parameters = try call.parameters(ReportAuthFailureParameters.self)
             guard (100...599).contains(parameters.status) else { throw VarlinkError.invalidParameter("status") }
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let decision = await service.reportAuthFailure(
                 group,
                 status: parameters.status,
@@ -201,7 +200,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
             guard (0...WaitForTokenParameters.maximumTimeoutMs).contains(parameters.timeoutMs) else {
                 throw VarlinkError.invalidParameter("timeoutMs")
             }
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let (token, generation) = await service.waitForToken(
                 group,
                 after: parameters.after,
@@ -219,7 +218,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
                         && $0.value.utf8.count <= Limits.maximumCustomerIdLength
                 })
             else { throw VarlinkError.invalidParameter("customerIds") }
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let generation = try await mapped { () async throws(AuthServiceError) in
                 try await service.identifyCustomer(group, customerIds: ids, token: parameters.token?.value)
             }
@@ -229,7 +228,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
             try replies.send(VarlinkReplyEncoder.reply(GenerationResult(generation: generation)))
 
         case .anonymize, .stopIntegration:
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             let cause: AuthService.ClearCause = method == .anonymize ? .anonymize : .stopIntegration
             let result = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: cause)
@@ -239,7 +238,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .clearLocalCustomerData:
             // R9: the wipe; nothing is flushed.
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             _ = try await mapped { () async throws(AuthServiceError) in
                 try await service.clear(group, cause: .clearLocalCustomerData)
             }
@@ -248,7 +247,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .subscribe:
             guard call.more else { throw VarlinkError.expectedMore }
-            let group = try permitted(call.stringParameter("group"), caller)
+            let group = try checked(call.stringParameter("group"), caller)
             // The service hands each event straight to the connection; this call only waits for the end: the
             // connection is gone (a subscriber that does not read is closed by its connection's bound).
             let sink = ConnectionEventSink(replies: replies)
@@ -260,16 +259,16 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .acknowledgeFlush:
             let parameters = try call.parameters(AcknowledgeFlushParameters.self)
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             await service.acknowledgeFlush(group, flushId: parameters.flushId)
             try replies.send(VarlinkReplyEncoder.reply(EmptyPayload()))
 
         case .claimRefresh:
             let parameters = try call.parameters(ClaimRefreshParameters.self)
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             // Noted before the claim, so that a close racing the grant still ends it.
-            claimants.insert(connection)
-            let lease = access.refreshLease(for: group) ?? service.refreshLease
+            _ = onLoop { $0.claimants.insert(connection) }
+            let lease = onLoop { $0.access.refreshLease(for: group) } ?? service.refreshLease
             let granted = await service.claimRefresh(
                 group, generation: parameters.generation, holder: connection.rawValue,
                 renew: parameters.renew ?? false, lease: lease)
@@ -278,13 +277,14 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .releaseRefresh:
             let parameters = try call.parameters(ReleaseRefreshParameters.self)
-            let group = try permitted(parameters.group, caller)
+            let group = try checked(parameters.group, caller)
             let released = await service.releaseRefresh(
                 group, generation: parameters.generation, holder: connection.rawValue)
             try replies.send(VarlinkReplyEncoder.reply(ReleaseRefreshResult(released: released)))
 
         case .listGroups:
             _ = try call.parameters(EmptyPayload.self)
+            let access = onLoop { $0.access }
             let visible = await service.summaries().filter { summary in
                 (try? AppGroup(summary.name)).map { access.allows(caller, $0) } ?? false
             }
@@ -292,6 +292,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .countGroups:
             _ = try call.parameters(EmptyPayload.self)
+            let access = onLoop { $0.access }
             if access.allowsEveryGroup(caller) {
                 try replies.send(Self.countGroupsReply(await service.groupCounts()))
                 return
@@ -304,6 +305,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
 
         case .whoAmI:
             _ = try call.parameters(EmptyPayload.self)
+            let access = onLoop { $0.access }
             let grants = access.grants(for: caller)
             let result = WhoAmIResult(
                 pid: caller.pid, uid: caller.uid, gid: caller.gid, gids: caller.groups, unit: access.unit(of: caller),
@@ -338,6 +340,11 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
         try VarlinkReplyEncoder.reply(CountGroupsResult(groups: counts.groups, withToken: counts.withToken))
     }
 
+    /// ``permitted(_:_:)`` from a call that runs later, on the loop.
+    private nonisolated func checked(_ name: String, _ caller: Caller) throws -> AppGroup {
+        try onLoop { try $0.permitted(name, caller) }
+    }
+
     /// The validated group, if `caller` may use it.
     private func permitted(_ name: String, _ caller: Caller) throws(VarlinkError) -> AppGroup {
         let group = try AppGroup(wire: name)
@@ -353,18 +360,25 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// The operator's "Token set": which group, at which generation, by whom (never the token).
-    private func logTokenSet(_ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller) {
-        var metadata = operatorMetadata(.tokenSet, group, generation: generation, caller: caller)
+    private nonisolated func logTokenSet(
+        _ group: AppGroup, _ generation: UInt64, _ jwt: StreamJWT?, _ caller: Caller
+    ) {
+        var metadata = onLoop {
+            $0.operatorMetadata(.tokenSet, group, generation: generation, caller: caller)
+        }
         metadata["state"] = "\(TokenState(jwt, at: Date()))"
         logger.info("Token set", metadata: metadata)
     }
 
     /// The operator's "Cleared app group": which group, why, by whom.
-    private func logCleared(
+    private nonisolated func logCleared(
         _ group: AppGroup, _ cause: AuthService.ClearCause, _ caller: Caller
     ) {
         logger.notice(
-            "Cleared app group", metadata: operatorMetadata(.cleared, group, reason: cause.rawValue, caller: caller))
+            "Cleared app group",
+            metadata: onLoop {
+                $0.operatorMetadata(.cleared, group, reason: cause.rawValue, caller: caller)
+            })
     }
 
     /// An operator event's metadata about a call: the event's fields and the caller's, with the caller's unit
@@ -380,7 +394,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// Runs a service operation, turning its errors into the interface's.
-    private func mapped<T>(_ body: () async throws(AuthServiceError) -> T) async throws(VarlinkError) -> T {
+    private nonisolated func mapped<T>(_ body: () async throws(AuthServiceError) -> T) async throws(VarlinkError) -> T {
         do {
             return try await body()
         } catch {
