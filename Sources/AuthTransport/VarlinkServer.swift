@@ -89,7 +89,7 @@ public final class VarlinkServer {
     private let loop: MainLoop
     private let executor: LoopExecutor
     private let logger: Logger
-    private let throttle = LogThrottle()
+    private let throttle = LogThrottle(now: { ContinuousClock.now })
     /// Where it counts its connections and refusals.
     private let counters: ConnectionCounters
     private var admission: ConnectionAdmission

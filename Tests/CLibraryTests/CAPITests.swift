@@ -85,7 +85,7 @@ struct CAPITests {
     @Test func aWaitPastFiveSecondsIsRefusedByBoth() throws {
         let library = try LoadedLibrary()
         let client = try library.client(socket: "/nonexistent/authd-test/io.socket")
-        defer { library.close(client) }
+        defer { _ = library.close(client) }
         var buffer = [CChar](repeating: 0, count: LoadedLibrary.tokenBufferSize)
         var generation: UInt64 = 0
         #expect(library.waitForToken(client, 0, 5_000_001, &buffer, buffer.count, &generation) == -EINVAL)

@@ -6,6 +6,7 @@ import AuthStore
 import AuthTestKit
 import Foundation
 import Logging
+import Synchronization
 import Systemd
 import Testing
 
@@ -128,5 +129,50 @@ struct ServiceExpiryTests {
         #expect(await Self.nextEvent(events)?.kind == .tokenRefreshed)  // R6: even an expired token
         #expect(await Self.nextEvent(events)?.reason == .expired)
         #expect(await service.expiry.nextDeadline == nil)
+    }
+
+    /// A clock set in a loop: every set re-checks the deadlines, but the notice comes once per interval, with the
+    /// count of the sets since the last line.
+    @Test func aClockSetInALoopIsHandledEachTimeAndLoggedOncePerInterval() async throws {
+        let directory = try TemporaryDirectory(prefix: "authd-expiry")
+        defer { directory.remove() }
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_900_000_000))
+        let loop = try TestLoop()
+        defer { loop.stop() }
+        let capture = LogCapture()
+        let service = AuthService(
+            store: try Self.store(directory), records: [], clock: clock, storeWriters: StoreWriters.shared,
+            executor: loop.executor, logger: capture.logger())
+        let throttleClock = ManualInstant()
+        await Self.setClockChangeLog(service, LogThrottle(interval: .seconds(10)) { throttleClock.now })
+        let events = await service.observeAll()
+        _ = try await service.setToken(TestJWT().token(exp: 1_900_003_600), for: try AppGroup("shop"))
+        #expect(await Self.nextEvent(events)?.kind == .tokenRefreshed)
+
+        await service.wallClockChanged()
+        clock.advance(by: 3600 - 30)  // set into the token's last minute
+        await service.wallClockChanged()
+        #expect(await Self.nextEvent(events)?.reason == .expiredSoon)
+        for _ in 0..<98 { await service.wallClockChanged() }
+        throttleClock.advance(by: .seconds(10))
+        await service.wallClockChanged()
+
+        let notices = capture.entries.filter { $0.message.hasPrefix("The wall clock changed") }.map(\.message)
+        #expect(
+            notices == [
+                "The wall clock changed; re-checking every token's expiry",
+                "The wall clock changed; re-checking every token's expiry (100 since the last such line)",
+            ])
+    }
+
+    static func setClockChangeLog(_ service: isolated AuthService, _ throttle: LogThrottle) {
+        service.clockChangeLog = throttle
+    }
+
+    /// A monotonic instant that moves only when the test moves it.
+    final class ManualInstant: Sendable {
+        private let instant = Mutex(ContinuousClock.now)
+        var now: ContinuousClock.Instant { instant.withLock { $0 } }
+        func advance(by duration: Duration) { instant.withLock { $0 += duration } }
     }
 }

@@ -36,7 +36,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     private var claimants: Set<VarlinkConnectionID> = []
     /// One "Permission denied" line per user per interval, with a count: a flood of refused calls must not
     /// become a flood of log lines.
-    private let deniedLog = LogThrottle()
+    private let deniedLog = LogThrottle(now: { ContinuousClock.now })
     /// The calls answered, by method and result.
     private let calls = CallCounters()
 

@@ -42,9 +42,12 @@ extension AuthService {
         deliver(expiry.fireDue(now: clock.now))
     }
 
-    /// The wall clock was set: re-evaluates every deadline against the new time and re-arms (R14).
+    /// The wall clock was set: re-evaluates every deadline against the new time and re-arms (R14). Logs a notice,
+    /// at most one per ``LogThrottle/defaultInterval`` with the count of the sets since the last.
     public func wallClockChanged() {
-        logger.notice("The wall clock changed; re-checking every token's expiry")
+        if let count = clockChangeLog.admit("wall clock set") {
+            logger.notice("The wall clock changed; re-checking every token's expiry\(LogThrottle.suffix(count))")
+        }
         deliver(expiry.clockChanged(now: clock.now))
     }
 

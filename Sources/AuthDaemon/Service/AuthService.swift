@@ -79,6 +79,9 @@ public actor AuthService {
     var getTokenReplies = GetTokenReplies()
     /// Who is told when ``groupCounts()`` may have changed (the daemon's STATUS line).
     var countObservers: [UInt64: @Sendable () -> Void] = [:]
+    /// Holds the "wall clock changed" notice to one line per interval: a clock set in a loop (a broken NTP
+    /// client, a test rig) would otherwise write a journal line per step. Every step is still handled.
+    var clockChangeLog = LogThrottle(now: { ContinuousClock.now })
     var lastID: UInt64 = 0
 
     /// Creates the service over an opened store, with its records loaded.

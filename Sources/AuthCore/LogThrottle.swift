@@ -4,12 +4,14 @@
 /// ones within ``interval`` are only counted, and the first one after it logs again with the count.
 ///
 /// ```swift
+/// let throttle = LogThrottle(now: { ContinuousClock.now })
 /// if let count = throttle.admit("refused", uid: peer.uid) {
 ///     logger.warning("Refusing a connection (\(count) since the last line)")
 /// }
 /// ```
 ///
-/// It belongs to one thread (the loop's, or an actor's), so it needs no lock.
+/// It belongs to one thread (the loop's, or an actor's), so it needs no lock. It reads the clock it is given, a
+/// monotonic one: a wall clock being set is one of the floods it holds back.
 public final class LogThrottle {
     /// The default: one line per kind and user every 10 seconds.
     public static let defaultInterval: Duration = .seconds(10)
@@ -35,11 +37,8 @@ public final class LogThrottle {
 
     /// - Parameters:
     ///   - interval: How long after a line the same kind of event of the same user is only counted.
-    ///   - now: The clock (a manual one in tests).
-    public init(
-        interval: Duration = defaultInterval,
-        now: @escaping () -> ContinuousClock.Instant = { ContinuousClock.now }
-    ) {
+    ///   - now: The clock: `ContinuousClock.now` in the daemon, a manual one in tests.
+    public init(interval: Duration = defaultInterval, now: @escaping () -> ContinuousClock.Instant) {
         self.interval = interval
         self.now = now
     }
@@ -64,6 +63,9 @@ public final class LogThrottle {
         windows[key] = Window(start: now, suppressed: 0)
         return count
     }
+
+    /// Counts one `event` that belongs to no user (the wall clock set, say), as ``admit(_:uid:)`` does.
+    public func admit(_ event: String) -> Int? { admit(event, uid: .max) }
 
     /// `" (N since the last such line)"` when `count` is above 1, for the end of a log message.
     public static func suffix(_ count: Int) -> String {
