@@ -139,8 +139,8 @@ public struct Daemon: Sendable {
             var credentials = environment
             credentials["CREDENTIALS_DIRECTORY"] = paths.credentialsDirectory
             let key = try StoreKey.resolve(directory: paths.stateDirectory, environment: credentials, logger: logger)
-            store = try TokenStore(directory: paths.stateDirectory, key: key, logger: logger)
-            records = try store.loadAll()
+            (store, records) = try TokenStore.openLoadingAll(
+                directory: paths.stateDirectory, key: key, logger: logger)
         } catch {
             throw DaemonError(message: "cannot open the token store in \(paths.stateDirectory): \(error)")
         }
@@ -164,7 +164,7 @@ public struct Daemon: Sendable {
             }
         }
         let now = Date()
-        for record in records {
+        for record in records where logger.logLevel <= .debug {
             logger.debug(
                 "Loaded app group",
                 metadata: [

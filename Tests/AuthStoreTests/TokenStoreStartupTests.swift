@@ -174,4 +174,37 @@ struct TokenStoreStartupTests {
         }
         #expect(try setup.fixture.files().contains("news.token"))
     }
+
+    /// The daemon's start: one listing for the open and the reading, which is split between threads once there are
+    /// enough records (256 for each), and fails as a whole when one record in any part is refused.
+    @Test func openingWhileLoadingAllRemovesTheTemporaryFilesAndReadsEveryPart() throws {
+        let fixture = try StoreFixture()
+        defer { fixture.remove() }
+        _ = try fixture.open()
+        let key = try fixture.key()
+        let records = try (0..<600).map {
+            try StoreFixture.record(String(format: "group-%03d", $0), generation: UInt64($0 + 1))
+        }
+        for record in records {
+            try fixture.write(RecordCodec.encode(record, key: key), to: "\(record.group.name).token")
+        }
+        let leftover = ".group-001.token\(TemporaryFile.marker)0123456789abcdef"
+        try fixture.write([1, 2, 3], to: leftover)
+
+        let (store, loaded) = try TokenStore.openLoadingAll(
+            directory: fixture.storePath, key: key, logger: fixture.logger)
+        #expect(loaded == records)
+        #expect(try fixture.files() == records.map { "\($0.group.name).token" })
+        #expect(try store.loadAll() == records)
+
+        let refused = fixture.path("group-450.token")
+        #expect(chmod(refused, 0o644) == 0)
+        #expect {
+            try TokenStore.openLoadingAll(directory: fixture.storePath, key: key, logger: fixture.logger)
+        } throws: { error in
+            let error = error as? TokenStoreError
+            return error?.code == .recordUnsafe && error?.message.contains(refused) == true
+        }
+        #expect(try fixture.files().count == 600)
+    }
 }

@@ -47,11 +47,15 @@ struct DenseGroupMap<Value> {
 
     /// Sets the group's value: the slot it is in, and the value it replaced, if any.
     mutating func insertOrReplace(_ value: Value, forKey group: AppGroup) -> (slot: Int, replaced: Value?) {
-        if let slot = find(group).slot {
+        var found = find(group)
+        if let slot = found.slot {
             return (slot, Self.exchange(&values[slot], value))
         }
-        if (keys.count + 1) * 4 > index.count * 3 { rebuildIndex(buckets: Self.bucketCount(for: keys.count + 1)) }
-        index[find(group).bucket] = Int32(keys.count + 1)
+        if (keys.count + 1) * 4 > index.count * 3 {
+            rebuildIndex(buckets: Self.bucketCount(for: keys.count + 1))
+            found = find(group)
+        }
+        index[found.bucket] = Int32(keys.count + 1)
         keys.append(group)
         values.append(value)
         return (keys.count - 1, nil)

@@ -30,10 +30,12 @@ struct GroupTable {
         self.jwtErrorWindow = jwtErrorWindow
         groups.reserveCapacity(records.count)
         for record in records {
-            if groups[record.group]?.token != nil { groupsWithToken -= 1 }
-            groups[record.group] = GroupState(
-                token: record.token, customerIds: record.customerIds, generation: record.generation,
-                changedAt: record.changedAt)
+            let replaced = groups.updateValue(
+                GroupState(
+                    token: record.token, customerIds: record.customerIds, generation: record.generation,
+                    changedAt: record.changedAt),
+                forKey: record.group)
+            if replaced?.token != nil { groupsWithToken -= 1 }
             if record.token != nil { groupsWithToken += 1 }
         }
     }
