@@ -22,7 +22,7 @@ struct ScaleBenchmark {
         // The spread timers fall due over `spread` seconds, starting `allowance` seconds after the records are
         // written (time enough to start the daemon); the burst a second after the last of them.
         let spread = settings.pick(full: 20, brief: 2)
-        let allowance = settings.pick(full: 8, brief: 3)
+        let allowance = settings.pick(full: 10, brief: 3)
         let timers = spreadTimers + burstTimers
         let daemon = try settings.newDaemon("scale")
         let store = try daemon.openStore()
@@ -41,15 +41,27 @@ struct ScaleBenchmark {
         defer { bus.stop() }
         let monitor = try SignalMonitor(address: bus.address, member: "JwtError")
         defer { monitor.stop() }
-        let startup = try daemon.start(busAddress: bus.address)
+        // Three starts on the same store, the median kept: one start on a shared 2-core machine varies by a fifth.
+        // The timers' first deadline is `allowance` seconds away, time enough for the two extra starts.
+        var startups: [Duration] = []
+        for _ in 0..<(settings.short ? 0 : 2) {
+            startups.append(try daemon.start(busAddress: bus.address))
+            daemon.stop()
+        }
+        startups.append(try daemon.start(busAddress: bus.address))
         let ready = wallClockSeconds()
         defer { daemon.stop() }
         let memory = daemon.memory
+        startups.sort()
+        let startup = startups[startups.count / 2]
+        let whole = { (duration: Duration) in duration / .milliseconds(1) }
+        let spreadText =
+            startups.count > 1
+            ? " (median of \(startups.count), \(Int(whole(startups.first!)))-\(Int(whole(startups.last!))) ms)" : ""
         report.add(
             .init(
                 measure: "Start-up with \(groups) groups (load, arm timers, READY=1)",
-                value: milliseconds(UInt64(startup / .nanoseconds(1))), goal: "< 1 s",
-                met: startup < .seconds(1)))
+                value: Self.ms(startup) + spreadText, goal: "< 1 s", met: startup < .seconds(1)))
         report.add(
             .init(
                 measure: "Memory with \(groups) groups, RSS (peak)",
@@ -114,4 +126,6 @@ struct ScaleBenchmark {
         }
         if let failure = failures.first(where: { !$0.isEmpty }) { throw BenchError.daemon(failure) }
     }
+
+    private static func ms(_ duration: Duration) -> String { milliseconds(UInt64(duration / .nanoseconds(1))) }
 }
