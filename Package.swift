@@ -187,7 +187,7 @@ let package = Package(
                 .embedInCode("Resources/bench-client.h"), .embedInCode("Resources/c-client.c"),
                 .embedInCode("Resources/c-lib-client.c"), .embedInCode("Resources/c-epoll-server.c"),
                 .embedInCode("Resources/c-durable-server.c"),
-                .embedInCode("Resources/bench-server.h"),
+                .embedInCode("Resources/bench-server.h"), .embedInCode("Resources/bench-set-work.h"),
             ]
         ),
 

@@ -192,18 +192,21 @@ struct ClientBenchmark {
         compileC("c-client", PackageResources.c_client_c, into: folder)
     }
 
-    /// Compiles one of the benchmark's C anchors (`name`.c, from `source`) into `folder` with `cc -O2`; nil (with
-    /// a message) when there is no C compiler.
-    static func compileC(_ name: String, _ source: [UInt8], into folder: String) -> String? {
+    /// Compiles one of the benchmark's C anchors (`name`.c, from `source`) into `folder` with `cc -O2` and `flags`
+    /// (into `output`, by default `name`); nil (with a message) when there is no C compiler, or the flags' libraries
+    /// are missing.
+    static func compileC(
+        _ name: String, _ source: [UInt8], into folder: String, output: String? = nil, flags: [String] = []
+    ) -> String? {
         let file = folder + "/\(name).c"
-        let binary = folder + "/\(name)"
+        let binary = folder + "/\(output ?? name)"
         guard writeClientSources(name, source, into: folder) else {
             progress("  skipped: cannot write \(file)")
             return nil
         }
         let compiler = Process()
         compiler.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        compiler.arguments = ["cc", "-O2", "-o", binary, file]
+        compiler.arguments = ["cc", "-O2", "-o", binary, file] + flags
         compiler.standardError = FileHandle.nullDevice
         do {
             try compiler.run()
@@ -213,7 +216,8 @@ struct ClientBenchmark {
             return nil
         }
         guard compiler.terminationStatus == 0 else {
-            progress("  skipped: no C compiler (cc) to build the \(name) anchor ('cc -O2 \(file)' failed)")
+            let command = (["cc", "-O2", file] + flags).joined(separator: " ")
+            progress("  skipped: cannot build the \(output ?? name) anchor ('\(command)' failed; is cc, or libssl-dev, there?)")
             return nil
         }
         return binary
@@ -226,6 +230,8 @@ struct ClientBenchmark {
             atPath: folder + "/bench-client.h", contents: Data(PackageResources.bench_client_h))
             && FileManager.default.createFile(
                 atPath: folder + "/bench-server.h", contents: Data(PackageResources.bench_server_h))
+            && FileManager.default.createFile(
+                atPath: folder + "/bench-set-work.h", contents: Data(PackageResources.bench_set_work_h))
             && FileManager.default.createFile(atPath: folder + "/\(name).c", contents: Data(source))
     }
 

@@ -45,11 +45,18 @@ struct FloorServer: ParsableCommand {
             "/proc/self/exe", ["floor-server", "--socket", socket, "--reply-size", "\(replySize)"], listeningOn: socket)
     }
 
-    /// Starts `executable` with `arguments` and waits until it listens on `socket`.
-    static func start(_ executable: String, _ arguments: [String], listeningOn socket: String) throws -> Process {
+    /// Starts `executable` with `arguments` (its standard error to `log`, when given) and waits until it listens
+    /// on `socket`.
+    static func start(_ executable: String, _ arguments: [String], listeningOn socket: String, log: String? = nil)
+        throws -> Process
+    {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let log {
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: log)
+        }
         try process.run()
         for _ in 0..<500 {
             if let probe = try? UnixStream(connectingTo: socket) {

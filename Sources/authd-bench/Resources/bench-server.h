@@ -19,11 +19,12 @@ static char *canned_reply(size_t size) {
     return reply;
 }
 
-/* Listens on `path` and serves until it fails: takes on each connection, and calls `message` once for each NUL that
- * ends what a connection sent (the benchmark's calls come one at a time), stopping at the first that returns
- * nonzero; calls `other` when `extra` (a descriptor of the server's, or -1) is readable. Returns 1 when it cannot
- * listen. */
-static int serve(const char *name, const char *path, int extra, int (*message)(int fd), void (*other)(int fd)) {
+/* Listens on `path` and serves until it fails: takes on each connection (calling `opened`, when given), and calls
+ * `message` with each message a connection sent, without its ending NUL (the benchmark's calls come one at a time,
+ * each whole in one read), stopping at the first that returns nonzero; calls `other` when `extra` (a descriptor of
+ * the server's, or -1) is readable. Returns 1 when it cannot listen. */
+static int serve(const char *name, const char *path, int extra, void (*opened)(int fd),
+                 int (*message)(int fd, const char *text, size_t length), void (*other)(int fd)) {
     struct sockaddr_un address = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof address.sun_path) return 1;
     strcpy(address.sun_path, path);
@@ -51,6 +52,7 @@ static int serve(const char *name, const char *path, int extra, int (*message)(i
                 if (connection < 0) continue;
                 struct epoll_event added = {.events = EPOLLIN, .data.fd = connection};
                 epoll_ctl(loop, EPOLL_CTL_ADD, connection, &added);
+                if (opened) opened(connection);
                 continue;
             }
             if (fd == extra) {
@@ -62,8 +64,11 @@ static int serve(const char *name, const char *path, int extra, int (*message)(i
                 close(fd);
                 continue;
             }
+            ssize_t start = 0;
             for (ssize_t at = 0; at < got; at++) {
-                if (buffer[at] == 0 && message(fd) != 0) break;
+                if (buffer[at] != 0) continue;
+                if (message(fd, buffer + start, (size_t)(at - start)) != 0) break;
+                start = at + 1;
             }
         }
     }

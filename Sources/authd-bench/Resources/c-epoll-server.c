@@ -16,7 +16,9 @@ static char *reply;
 static size_t size;
 
 /* Answers one message; nonzero once the connection is closed. */
-static int answer(int fd) {
+static int answer(int fd, const char *text, size_t length) {
+    (void)text;
+    (void)length;
     if (write(fd, reply, size + 1) == (ssize_t)(size + 1)) return 0;
     close(fd);
     return 1;
@@ -30,5 +32,5 @@ int main(int argc, char **argv) {
     size = (size_t)atol(argv[2]);
     reply = canned_reply(size);
     if (!reply) return 1;
-    return serve("c-epoll-server", argv[1], -1, answer, NULL);
+    return serve("c-epoll-server", argv[1], -1, NULL, answer, NULL);
 }
