@@ -217,7 +217,9 @@ struct ClientBenchmark {
         }
         guard compiler.terminationStatus == 0 else {
             let command = (["cc", "-O2", file] + flags).joined(separator: " ")
-            progress("  skipped: cannot build the \(output ?? name) anchor ('\(command)' failed; is cc, or libssl-dev, there?)")
+            progress(
+                "  skipped: cannot build the \(output ?? name) anchor ('\(command)' failed; is cc, or libssl-dev, there?)"
+            )
             return nil
         }
         return binary

@@ -35,7 +35,8 @@ struct DurabilityBenchmark {
         let tokens = (0..<64).map { BenchToken.make(exp: exp, customer: $0) }
         // The same writes through the C server shaped as the daemon (a loop thread, writer threads), bare and doing
         // the daemon's work, when there is a C compiler.
-        let bare = try Shaped.start(.bare, in: daemon.directory, settings.scratch.folder("durability-bare", onDisk: true))
+        let bare = try Shaped.start(
+            .bare, in: daemon.directory, settings.scratch.folder("durability-bare", onDisk: true))
         defer { bare?.process.terminate() }
         let working = try Shaped.start(
             .working, in: daemon.directory, settings.scratch.folder("durability-working", onDisk: true))
