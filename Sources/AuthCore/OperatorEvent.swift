@@ -51,8 +51,7 @@ public enum OperatorEvent: String, CaseIterable, Sendable {
         group: String? = nil, generation: UInt64? = nil, reason: String? = nil, callerUID: UInt32? = nil,
         callerPID: Int32? = nil, _ value: (String) -> Value
     ) -> [String: Value] {
-        var metadata: [String: Value] = [:]
-        metadata.reserveCapacity(7)
+        var metadata = [String: Value](minimumCapacity: 7)
         metadata["message_id"] = value(messageID)
         if let group { metadata["group"] = value(group) }
         if let generation { metadata["generation"] = value(String(generation)) }
