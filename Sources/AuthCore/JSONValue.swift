@@ -268,8 +268,7 @@ package struct JSONValueReader {
             _ = try value()
             return nil
         }
-        // Room for a customer's ids (a few) from the start: growing from empty rehashes at the first and second.
-        var map = [String: String](minimumCapacity: 4)
+        var map: [String: String] = [:]
         var valid = true
         try members { name, value throws(JSONSyntaxError) in
             guard case .string(let string) = try value.value() else {
