@@ -79,8 +79,10 @@ public final class VarlinkServer {
         public init(listen: Listen) { self.listen = listen }
     }
 
-    /// The most bytes one connection's wake-up reads: its share of the loop before the others' turn.
-    public static let readBudget = 4 * 1024
+    /// The most bytes one connection's wake-up reads: its share of the loop before the others' turn. About the
+    /// in-flight bound's 16 short calls (a GetToken is some 70 bytes): the calls answered at once are all handled in
+    /// that turn, so what another user waits for under a flood is every flooding connection's share in a row.
+    public static let readBudget = 1280
     /// The most connections one wake-up of the listening socket accepts.
     static let acceptBudget = 16
 
