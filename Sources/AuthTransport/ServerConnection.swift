@@ -173,7 +173,7 @@ final class ServerConnection {
     }
 
     /// Work of a call that runs later, in the connection's task.
-    private typealias Work = @Sendable (VarlinkReplies) async -> Void
+    private typealias Work = VarlinkWork
 
     /// Dispatches `message`, whose turn it is: answers it now and returns nil, or returns its work.
     private func dispatch(_ message: [UInt8]) -> Work? {
@@ -201,16 +201,31 @@ final class ServerConnection {
         // The task's replies: they, and what the handler keeps of them (a subscription), hold the connection
         // until the task ends.
         let replies = VarlinkReplies(connection: connection)
-        let (handler, identity) = (handler, identity)
-        running = Task(executorPreference: executor) {
-            var next: (work: Work, size: Int)? = (first, size)
-            while let (work, size) = next {
-                await work(replies)
-                next = connection.value.callReturned(size: size)
-            }
-            // After its last call returned: nothing the connection held can be taken again by a call still running.
-            if connection.value.closeIsTheTasksToReport { await handler.connectionClosed(identity) }
+        let (handler, identity, isolation) = (handler, identity, server.isolation)
+        // `@Sendable`: the region checker of Swift 6.3 cannot check this closure without it.
+        running = Task(executorPreference: executor) { @Sendable in
+            await Self.runCalls(isolation, first: first, size: size, connection, replies, handler, identity)
         }
+    }
+
+    /// The connection's task, on the loop: its calls one after another, then the report of its close.
+    private static func runCalls(
+        _ isolation: isolated LoopIsolation, first: @escaping Work, size: Int,
+        _ connection: LoopBound<ServerConnection>,
+        _ replies: VarlinkReplies, _ handler: any VarlinkCallHandler, _ identity: VarlinkConnectionID
+    ) async {
+        var next: (work: Work, size: Int)? = (first, size)
+        while let (work, size) = next {
+            await work(replies)
+            next = connection.value.callReturned(size: size)
+            // Each further call in a job of its own: a call that does not suspend (a Preflight; the service is on
+            // this executor) would otherwise run the connection's whole queue in one job, and a wake-up's rounds
+            // (LoopExecutor.roundsPerWakeUp) would no longer bound what a flooding user's connections do before
+            // the loop reads the other sockets.
+            if next != nil { await Task.yield() }
+        }
+        // After its last call returned: nothing the connection held can be taken again by a call still running.
+        if connection.value.closeIsTheTasksToReport { await handler.connectionClosed(identity) }
     }
 
     /// The task's call of `size` bytes returned: the calls waiting are dispatched in turn, those answered now

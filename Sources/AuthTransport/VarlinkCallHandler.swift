@@ -27,12 +27,16 @@ public struct VarlinkConnectionID: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// What becomes of a call, decided once, when its turn comes.
+/// A call's work that runs later, in the connection's task: on the loop, in the task's isolation (no hop to
+/// another executor and back).
+public typealias VarlinkWork = nonisolated(nonsending) @Sendable (VarlinkReplies) async -> Void
+
 public enum VarlinkDispatch: Sendable {
     /// Answered in the turn that read it: the whole framed reply, or nil for a call that wants none (`oneway`).
     case answered([UInt8]?)
     /// Runs later, in the connection's task, after the calls before it: it sends its replies (none, one, or
     /// several for `more`) through the ``VarlinkReplies`` it is given, which it may hand on until it returns.
-    case later(@Sendable (VarlinkReplies) async -> Void)
+    case later(VarlinkWork)
 }
 
 /// Handles the calls that arrive on a connection, one after another, in order.

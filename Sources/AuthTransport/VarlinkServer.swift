@@ -90,6 +90,8 @@ public final class VarlinkServer {
     private let handler: any VarlinkCallHandler
     private let loop: MainLoop
     private let executor: LoopExecutor
+    /// The isolation the connections' tasks run their calls in: the loop's.
+    let isolation: LoopIsolation
     private let logger: Logger
     private let throttle = LogThrottle(now: { ContinuousClock.now })
     /// Where it counts its connections and refusals.
@@ -115,6 +117,7 @@ public final class VarlinkServer {
         self.handler = handler
         self.loop = loop
         self.executor = executor
+        self.isolation = LoopIsolation(executor)
         self.logger = logger
         self.counters = configuration.counters?.value ?? ConnectionCounters()
         self.units =

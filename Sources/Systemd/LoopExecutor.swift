@@ -40,6 +40,8 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// Inside ``runRounds()``, which takes what the loop's thread queues meanwhile without a wake-up: touched only
     /// on the loop's thread.
     private nonisolated(unsafe) var draining = false
+    /// The work `runRounds` takes from the queue: the loop's alone.
+    private nonisolated(unsafe) var batch: [Work] = []
 
     /// How many times one wake-up takes the queue again, for what the jobs it ran queued.
     public static let roundsPerWakeUp = 8
@@ -151,10 +153,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
         draining = true
         defer { draining = false }
         for _ in 0..<Self.roundsPerWakeUp {
-            let batch = queue.withLock { queue in
-                defer { queue.removeAll(keepingCapacity: true) }
-                return queue
-            }
+            // The queue and the batch swap their arrays: neither is copied or made anew in a round.
+            queue.withLock { swap(&$0, &batch) }
+            defer { batch.removeAll(keepingCapacity: true) }
             guard !batch.isEmpty else { return }
             for work in batch {
                 switch work {
@@ -171,6 +172,16 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
 
 /// A timer of a ``LoopExecutor``'s loop (``LoopExecutor/schedule(after:_:)``). Firing or cancelling it lets its
 /// source and its body go at once, not when the delay would have run out.
+/// The loop's thread as an actor: a task that runs isolated to it runs on the loop, and enters every actor whose
+/// executor is the loop's (the service, its dispatcher) without a hop, as they share one serial executor.
+public actor LoopIsolation {
+    public nonisolated let executor: LoopExecutor
+
+    public init(_ executor: LoopExecutor) { self.executor = executor }
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+}
+
 public final class LoopTimer: Sendable {
     private let executor: LoopExecutor
     /// The source and the body, touched only on the loop's thread.

@@ -115,7 +115,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// Runs one call later, in the connection's task, and sends its replies.
-    private nonisolated func run(
+    private nonisolated(nonsending) func run(
         _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
         _ replies: VarlinkReplies
     ) async {
@@ -148,7 +148,7 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
         await service.connectionClosed(connection.rawValue)
     }
 
-    private nonisolated func perform(
+    private nonisolated(nonsending) func perform(
         _ method: AuthInterface.Method, _ call: VarlinkCall, _ caller: Caller, _ connection: VarlinkConnectionID,
         _ replies: VarlinkReplies
     ) async throws {
@@ -394,7 +394,9 @@ public actor AuthCallDispatcher: VarlinkCallHandler {
     }
 
     /// Runs a service operation, turning its errors into the interface's.
-    private nonisolated func mapped<T>(_ body: () async throws(AuthServiceError) -> T) async throws(VarlinkError) -> T {
+    private nonisolated(nonsending) func mapped<T>(
+        _ body: nonisolated(nonsending) () async throws(AuthServiceError) -> T
+    ) async throws(VarlinkError) -> T {
         do {
             return try await body()
         } catch {
