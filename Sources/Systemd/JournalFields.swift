@@ -8,23 +8,38 @@ public enum JournalFields {
     ///
     /// `authd.group` becomes `AUTHD_GROUP`; a key with nothing usable becomes `FIELD`.
     public static func name(forMetadataKey key: String) -> String {
-        var name = String(
-            String.UnicodeScalarView(
-                key.unicodeScalars.map { scalar in
-                    switch scalar {
-                    case "a"..."z": Unicode.Scalar(scalar.value - 32)!
-                    case "A"..."Z", "0"..."9", "_": scalar
-                    default: "_"
-                    }
-                }
-            )
-        )
-        while let first = name.first, first == "_" || first.isNumber { name.removeFirst() }
-        if name.isEmpty { return "FIELD" }
-        return String(name.prefix(64))
+        var name: [UInt8] = []
+        appendName(forMetadataKey: key, to: &name, prefixingReserved: false)
+        return String(decoding: name, as: UTF8.self)
     }
 
-    /// The syslog priority (`PRIORITY=`) of a swift-log level.
+    /// Appends the field name of `key` (``name(forMetadataKey:)``) to `bytes`, with `META_` before a name the
+    /// handler's own fields use (`MESSAGE`, `PRIORITY`, …) when `prefixingReserved`.
+    static func appendName(forMetadataKey key: String, to bytes: inout [UInt8], prefixingReserved: Bool = true) {
+        let start = bytes.count
+        var leading = true
+        for scalar in key.unicodeScalars {
+            let byte: UInt8
+            switch scalar.value {
+            case 0x61...0x7A: byte = UInt8(scalar.value - 32)
+            case 0x41...0x5A, 0x30...0x39, 0x5F: byte = UInt8(scalar.value)
+            default: byte = UInt8(ascii: "_")
+            }
+            // A name starts with a letter: leading underscores and digits go.
+            if leading, byte == UInt8(ascii: "_") || (0x30...0x39).contains(byte) { continue }
+            leading = false
+            guard bytes.count - start < 64 else { break }
+            bytes.append(byte)
+        }
+        if bytes.count == start {
+            bytes.append(contentsOf: "FIELD".utf8)
+            return
+        }
+        if prefixingReserved, reserved.contains(where: { $0.elementsEqual(bytes[start...]) }) {
+            bytes.insert(contentsOf: "META_".utf8, at: start)
+        }
+    }
+
     public static func priority(of level: Logger.Level) -> Int {
         switch level {
         case .trace, .debug: 7  // debug
@@ -37,7 +52,7 @@ public enum JournalFields {
     }
 
     /// The fields reserved for the message itself, which metadata may not overwrite.
-    static let reserved: Set<String> = [
+    static let reserved: [[UInt8]] = [
         "MESSAGE", "PRIORITY", "SYSLOG_IDENTIFIER", "CODE_FILE", "CODE_LINE", "CODE_FUNC", "LOGGER",
-    ]
+    ].map { Array($0.utf8) }
 }

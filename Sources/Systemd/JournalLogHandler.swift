@@ -33,9 +33,9 @@ public struct JournalLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let merged = mergedMetadata(metadata, metadataProvider, event)
-        let fields = Self.fields(for: event, metadata: merged, identifier: identifier)
-        if Self.send(fields) < 0 {
+        let entry = Self.entry(
+            for: event, metadata: mergedMetadata(metadata, metadataProvider, event), identifier: identifier)
+        if entry.send() < 0 {
             var console = fallback
             console.metadata = metadata
             console.log(event: event)
@@ -44,41 +44,62 @@ public struct JournalLogHandler: LogHandler {
 
     /// The `FIELD=value` assignments of one entry.
     public static func fields(for event: LogEvent, metadata: Logger.Metadata, identifier: String) -> [String] {
-        var fields = [
-            "MESSAGE=\(event.message)",
-            "PRIORITY=\(JournalFields.priority(of: event.level))",
-            "SYSLOG_IDENTIFIER=\(identifier)",
-            "CODE_FILE=\(event.file)",
-            "CODE_LINE=\(event.line)",
-            "CODE_FUNC=\(event.function)",
-        ]
-        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
-            var name = JournalFields.name(forMetadataKey: key)
-            if JournalFields.reserved.contains(name) { name = "META_" + name }
-            fields.append("\(name)=\(value)")
+        let entry = entry(for: event, metadata: metadata, identifier: identifier)
+        return entry.ends.indices.map { field in
+            let start = field == 0 ? 0 : entry.ends[field - 1]
+            return String(decoding: entry.bytes[start..<entry.ends[field]], as: UTF8.self)
         }
-        if let error = event.error { fields.append("ERROR=\(error)") }
-        return fields
     }
 
-    /// Sends one entry; values may hold any bytes, line breaks included.
-    static func send(_ fields: [String]) -> Int32 {
-        // One buffer for every field, copied from each string's own UTF-8.
-        let total = fields.reduce(0) { $0 + $1.utf8.count }
-        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
-        defer { storage.deallocate() }
-        var vectors: [iovec] = []
-        vectors.reserveCapacity(fields.count)
-        var offset = 0
-        for var field in fields {
-            let start = storage.baseAddress! + offset
-            let count = field.withUTF8 { bytes in
-                if let base = bytes.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) }
-                return bytes.count
-            }
-            vectors.append(iovec(iov_base: start, iov_len: count))
-            offset += count
+    /// One entry's fields written one after another into one buffer, each one's end kept: no string is made per
+    /// field.
+    struct Entry {
+        var bytes: [UInt8] = []
+        var ends: [Int] = []
+
+        mutating func field(_ name: StaticString, _ value: String) {
+            bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            bytes.append(UInt8(ascii: "="))
+            var value = value
+            value.withUTF8 { bytes.append(contentsOf: $0) }
+            ends.append(bytes.count)
         }
-        return sd_journal_sendv(vectors, Int32(vectors.count))
+
+        /// Sends the entry; values may hold any bytes, line breaks included.
+        func send() -> Int32 {
+            bytes.withUnsafeBufferPointer { buffer in
+                withUnsafeTemporaryAllocation(of: iovec.self, capacity: ends.count) { vectors in
+                    var start = 0
+                    for (field, end) in ends.enumerated() {
+                        vectors[field] = iovec(
+                            iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress! + start),
+                            iov_len: end - start)
+                        start = end
+                    }
+                    return sd_journal_sendv(vectors.baseAddress, Int32(ends.count))
+                }
+            }
+        }
+    }
+
+    static func entry(for event: LogEvent, metadata: Logger.Metadata, identifier: String) -> Entry {
+        var entry = Entry()
+        entry.bytes.reserveCapacity(512)
+        entry.ends.reserveCapacity(8 + metadata.count)
+        entry.field("MESSAGE", event.message.description)
+        entry.field("PRIORITY", String(JournalFields.priority(of: event.level)))
+        entry.field("SYSLOG_IDENTIFIER", identifier)
+        entry.field("CODE_FILE", event.file)
+        entry.field("CODE_LINE", String(event.line))
+        entry.field("CODE_FUNC", event.function)
+        metadata.forEachSortedByKey { key, value in
+            JournalFields.appendName(forMetadataKey: key, to: &entry.bytes)
+            entry.bytes.append(UInt8(ascii: "="))
+            var value = value.description
+            value.withUTF8 { entry.bytes.append(contentsOf: $0) }
+            entry.ends.append(entry.bytes.count)
+        }
+        if let error = event.error { entry.field("ERROR", "\(error)") }
+        return entry
     }
 }

@@ -67,6 +67,17 @@ struct LogHandlerTests {
         #expect(lines.withLock { $0 } == ["warning: Cannot read\\nthe record a=1 b=2\n"])
     }
 
+    @Test func metadataOfManyKeysIsWrittenInTheOrderOfTheKeys() {
+        let keys = ["caller_uid", "group", "message_id", "caller_pid", "state", "generation", "caller_unit", "a", "z"]
+        let metadata = Logger.Metadata(uniqueKeysWithValues: keys.map { ($0, .string($0.uppercased())) })
+        let event = LogEvent(
+            level: .info, message: "Token set", metadata: nil, source: nil, file: "f", function: "g", line: 1)
+        let expected = keys.sorted().map { " \($0)=\($0.uppercased())" }.joined()
+        #expect(ConsoleLogHandler.format(event, metadata: metadata) == "info: Token set\(expected)\n")
+        let fields = JournalLogHandler.fields(for: event, metadata: metadata, identifier: "x").dropFirst(6)
+        #expect(Array(fields) == keys.sorted().map { "\($0.uppercased())=\($0.uppercased())" })
+    }
+
     @Test func autoPicksTheConsoleWhenStandardErrorIsNotTheJournal() {
         #expect(!SystemdLogging.standardErrorIsJournal(environment: "0:0"))
         #expect(!SystemdLogging.standardErrorIsJournal(environment: "garbage"))
