@@ -1,72 +1,53 @@
 // SPDX-License-Identifier: Apache-2.0
 /// Strict base64url without padding (RFC 4648 section 5, as JWS compact serialisation uses it).
 public enum Base64URL {
-    /// Decodes `text`, or returns nil when it has a byte outside `A-Z a-z 0-9 - _`, padding, or an
-    /// impossible length.
-    static func decode(_ text: Substring.UTF8View) -> [UInt8]? {
-        text.withContiguousStorageIfAvailable { decode($0) } ?? Array(text).withUnsafeBufferPointer { decode($0) }
-    }
-
-    static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
-        Array(text).withUnsafeBufferPointer { decode($0) }
-    }
-
-    /// Decodes contiguous bytes into an array of the decoded length, four characters to three bytes through a
-    /// table of the alphabet: a byte at a time into a growing array cost most of a SetToken's reading of its token.
-    static func decode(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+    /// Decodes `text` into `output` (room for `text.count * 3 / 4` bytes), four characters to three bytes through
+    /// a table of the alphabet: the count written, or nil when `text` has a byte outside `A-Z a-z 0-9 - _`,
+    /// padding, or an impossible length.
+    static func decode(_ text: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Int? {
         let count = text.count
-        guard count % 4 != 1 else { return nil }
-        return sextets.withUnsafeBufferPointer { table -> [UInt8]? in
+        guard count % 4 != 1, output.count >= count * 3 / 4 else { return nil }
+        return sextets.withUnsafeBufferPointer { table -> Int? in
             // Every sextet read is or-ed in: one with the invalid bit makes the text no base64url.
             var seen: UInt8 = 0
-            let output = [UInt8](unsafeUninitializedCapacity: count * 3 / 4) { output, written in
-                let whole = count & ~3
-                var read = 0
-                var write = 0
-                while read < whole {
-                    let a = table[Int(text[read])]
-                    let b = table[Int(text[read + 1])]
-                    let c = table[Int(text[read + 2])]
-                    let d = table[Int(text[read + 3])]
-                    seen |= a | b | c | d
-                    let quad = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-                    output[write] = UInt8(truncatingIfNeeded: quad >> 16)
-                    output[write + 1] = UInt8(truncatingIfNeeded: quad >> 8)
-                    output[write + 2] = UInt8(truncatingIfNeeded: quad)
-                    read += 4
-                    write += 3
-                }
-                // Two characters left make one byte, three make two.
-                if count - whole >= 2 {
-                    let a = table[Int(text[read])]
-                    let b = table[Int(text[read + 1])]
-                    let c = count - whole == 3 ? table[Int(text[read + 2])] : 0
-                    seen |= a | b | c
-                    let quad = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6
-                    output[write] = UInt8(truncatingIfNeeded: quad >> 16)
-                    write += 1
-                    if count - whole == 3 {
-                        output[write] = UInt8(truncatingIfNeeded: quad >> 8)
-                        write += 1
-                    }
-                }
-                written = write
+            let whole = count & ~3
+            var read = 0
+            var write = 0
+            while read < whole {
+                let a = table[Int(text[read])]
+                let b = table[Int(text[read + 1])]
+                let c = table[Int(text[read + 2])]
+                let d = table[Int(text[read + 3])]
+                seen |= a | b | c | d
+                let quad = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                output[write] = UInt8(truncatingIfNeeded: quad >> 16)
+                output[write + 1] = UInt8(truncatingIfNeeded: quad >> 8)
+                output[write + 2] = UInt8(truncatingIfNeeded: quad)
+                read += 4
+                write += 3
             }
-            return seen & invalid == 0 ? output : nil
+            // Two characters left make one byte, three make two.
+            if count - whole >= 2 {
+                let a = table[Int(text[read])]
+                let b = table[Int(text[read + 1])]
+                let c = count - whole == 3 ? table[Int(text[read + 2])] : 0
+                seen |= a | b | c
+                let quad = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6
+                output[write] = UInt8(truncatingIfNeeded: quad >> 16)
+                write += 1
+                if count - whole == 3 {
+                    output[write] = UInt8(truncatingIfNeeded: quad >> 8)
+                    write += 1
+                }
+            }
+            return seen & invalid == 0 ? write : nil
         }
     }
 
-    /// Whether `text` would decode: the same check as ``decode(_:)`` without making the bytes.
-    static func isValid(_ text: Substring.UTF8View) -> Bool {
-        // Over the bytes when they are contiguous (they are, in a native string): a view's indices, one at a time,
-        // cost more than the test of the byte. Start-up checks every stored token's text with it.
-        guard text.count % 4 != 1 else { return false }
-        return text.withContiguousStorageIfAvailable { isValid($0) }
-            ?? Array(text).withUnsafeBufferPointer { isValid($0) }
-    }
-
-    private static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        sextets.withUnsafeBufferPointer { sextets in
+    /// Whether `bytes` are base64url, as ``decode(_:into:)`` checks them.
+    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count % 4 != 1 else { return false }
+        return sextets.withUnsafeBufferPointer { sextets in
             var seen: UInt8 = 0
             for byte in bytes { seen |= sextets[Int(byte)] }
             return seen & invalid == 0

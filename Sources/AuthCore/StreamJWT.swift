@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
+#if canImport(Glibc)
+    import Glibc
+#endif
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -47,18 +50,19 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     public var header: Header {
         // The text passed these checks when the token was made; a stored token whose JSON no longer reads is
         // shown with an empty algorithm rather than trapping.
-        guard let parts = try? Self.parts(of: compact), let bytes = Base64URL.decode(parts.header),
-            let header = try? Self.decodeHeader(bytes)
-        else { return Header(algorithm: "", keyID: nil) }
-        return header
+        (try? Self.reading(compact) { bytes, parts throws(StreamJWTError) in
+            try Self.decoded(bytes[parts.header], .header) { json throws(StreamJWTError) in try Self.decodeHeader(json)
+            }
+        }) ?? Header(algorithm: "", keyID: nil)
     }
 
     /// The parsed claims (decoded again from ``compact`` on each use, as ``header`` is).
     public var claims: Claims {
-        guard let parts = try? Self.parts(of: compact), let bytes = Base64URL.decode(parts.payload),
-            let claims = try? Self.decodeClaims(bytes)
-        else { return Claims(expiresAt: expiresAt, customerIds: [:]) }
-        return claims
+        (try? Self.reading(compact) { bytes, parts throws(StreamJWTError) in
+            try Self.decoded(bytes[parts.payload], .payload) { json throws(StreamJWTError) in
+                try Self.decodeClaims(json)
+            }
+        }) ?? Claims(expiresAt: expiresAt, customerIds: [:])
     }
 
     /// Parses a compact JWT (`header.payload.signature`).
@@ -80,16 +84,16 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``StreamJWTError`` naming the first thing that is wrong.
     public static func decode(_ token: String) throws(StreamJWTError) -> Decoded {
-        let parts = try Self.parts(of: token)
-        guard !parts.header.isEmpty, let headerBytes = Base64URL.decode(parts.header) else {
-            throw .invalidBase64URL(.header)
+        // Both parts decoded, then the signature's text checked, then the JSON read: the checks' order, and so
+        // which problem a token with several is told, is the rules' (R2).
+        let (header, claims) = try reading(token) { bytes, parts throws(StreamJWTError) in
+            try decoded(bytes[parts.header], .header) { headerJSON throws(StreamJWTError) in
+                try decoded(bytes[parts.payload], .payload) { payloadJSON throws(StreamJWTError) in
+                    guard isValidBase64URL(bytes[parts.signature]) else { throw .invalidBase64URL(.signature) }
+                    return (try decodeHeader(headerJSON), try decodeClaims(payloadJSON))
+                }
+            }
         }
-        guard !parts.payload.isEmpty, let payloadBytes = Base64URL.decode(parts.payload) else {
-            throw .invalidBase64URL(.payload)
-        }
-        guard Base64URL.isValid(parts.signature) else { throw .invalidBase64URL(.signature) }
-        let header = try Self.decodeHeader(headerBytes)
-        let claims = try Self.decodeClaims(payloadBytes)
         return Decoded(token: StreamJWT(compact: token, expiresAt: claims.expiresAt), header: header, claims: claims)
     }
 
@@ -104,46 +108,91 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``StreamJWTError`` when the text is no compact JWT.
     package init(stored token: String, expiresAt: Date) throws(StreamJWTError) {
-        let parts = try Self.parts(of: token)
-        guard !parts.header.isEmpty, Base64URL.isValid(parts.header) else { throw .invalidBase64URL(.header) }
-        guard !parts.payload.isEmpty, Base64URL.isValid(parts.payload) else { throw .invalidBase64URL(.payload) }
-        guard Base64URL.isValid(parts.signature) else { throw .invalidBase64URL(.signature) }
+        try Self.reading(token) { bytes, parts throws(StreamJWTError) in
+            guard !parts.header.isEmpty, Self.isValidBase64URL(bytes[parts.header]) else {
+                throw .invalidBase64URL(.header)
+            }
+            guard !parts.payload.isEmpty, Self.isValidBase64URL(bytes[parts.payload]) else {
+                throw .invalidBase64URL(.payload)
+            }
+            guard Self.isValidBase64URL(bytes[parts.signature]) else { throw .invalidBase64URL(.signature) }
+        }
         self.compact = token
         self.expiresAt = expiresAt
     }
 
-    /// The three parts of `token`, split at the byte `.` as JWS does (RFC 7515 section 7.1), after the checks
-    /// of the whole text.
-    private static func parts(of token: String) throws(StreamJWTError) -> (
-        header: Substring.UTF8View, payload: Substring.UTF8View, signature: Substring.UTF8View
-    ) {
-        var token = token
-        let length = token.utf8.count
-        guard length > 0 else { throw .empty }
-        guard length <= Self.maximumLength else { throw .tooLong(length: length) }
-        guard !token.hasPrefix("Bearer ") else { throw .bearerPrefix }
-        // The dots' offsets, over the bytes: the indices of the UTF-8 view, one at a time, cost every token read
-        // at start.
-        let dots = token.withUTF8 { bytes in
-            var dots = (first: 0, second: 0, count: 0)
-            for offset in bytes.indices where bytes[offset] == UInt8(ascii: ".") {
-                switch dots.count {
-                case 0: dots.first = offset
-                case 1: dots.second = offset
-                default: break
-                }
-                dots.count += 1
-            }
-            return dots
-        }
-        guard dots.count == 2 else { throw .notThreeParts(found: dots.count + 1) }
-        let utf8 = token.utf8
-        let first = utf8.index(utf8.startIndex, offsetBy: dots.first)
-        let second = utf8.index(utf8.startIndex, offsetBy: dots.second)
-        return (utf8[..<first], utf8[utf8.index(after: first)..<second], utf8[utf8.index(after: second)...])
+    /// Where a token's three parts lie in its bytes.
+    private struct Parts {
+        var header: Range<Int>
+        var payload: Range<Int>
+        var signature: Range<Int>
     }
 
-    /// The token's state at `now` (R17).
+    /// Runs `body` on the token's bytes and where its parts lie: checked for length, a `Bearer ` prefix and
+    /// exactly two dots.
+    private static func reading<T>(
+        _ token: String, _ body: (UnsafeBufferPointer<UInt8>, Parts) throws(StreamJWTError) -> T
+    ) throws(StreamJWTError) -> T {
+        var token = token
+        let outcome = token.withUTF8 { bytes -> Result<T, StreamJWTError> in
+            do throws(StreamJWTError) {
+                return .success(try body(bytes, try parts(of: bytes)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    private static func parts(of bytes: UnsafeBufferPointer<UInt8>) throws(StreamJWTError) -> Parts {
+        let length = bytes.count
+        guard length > 0 else { throw .empty }
+        guard length <= Self.maximumLength else { throw .tooLong(length: length) }
+        guard !bytes.starts(with: "Bearer ".utf8) else { throw .bearerPrefix }
+        // memchr(3) finds the dots: a loop over the bytes in Swift cost more than the rest of the check.
+        let base = bytes.baseAddress!
+        guard let first = memchr(base, Int32(UInt8(ascii: ".")), length) else { throw .notThreeParts(found: 1) }
+        let firstDot = UnsafeRawPointer(first) - UnsafeRawPointer(base)
+        guard let second = memchr(first + 1, Int32(UInt8(ascii: ".")), length - firstDot - 1) else {
+            throw .notThreeParts(found: 2)
+        }
+        let secondDot = UnsafeRawPointer(second) - UnsafeRawPointer(base)
+        if let more = memchr(second + 1, Int32(UInt8(ascii: ".")), length - secondDot - 1) {
+            var dots = 3
+            var next = UnsafeRawPointer(more) - UnsafeRawPointer(base) + 1
+            while next < length, let another = memchr(base + next, Int32(UInt8(ascii: ".")), length - next) {
+                dots += 1
+                next = UnsafeRawPointer(another) - UnsafeRawPointer(base) + 1
+            }
+            throw .notThreeParts(found: dots + 1)
+        }
+        return Parts(header: 0..<firstDot, payload: firstDot + 1..<secondDot, signature: secondDot + 1..<length)
+    }
+
+    /// Runs `read` on the JSON that the base64url `text` encodes, decoded into a buffer on the stack.
+    private static func decoded<T>(
+        _ text: Slice<UnsafeBufferPointer<UInt8>>, _ part: StreamJWTError.Part,
+        _ read: (UnsafeBufferPointer<UInt8>) throws(StreamJWTError) -> T
+    ) throws(StreamJWTError) -> T {
+        guard !text.isEmpty else { throw .invalidBase64URL(part) }
+        let outcome = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: text.count * 3 / 4 + 1) {
+            buffer -> Result<T, StreamJWTError> in
+            guard let count = Base64URL.decode(UnsafeBufferPointer(rebasing: text), into: buffer) else {
+                return .failure(.invalidBase64URL(part))
+            }
+            do throws(StreamJWTError) {
+                return .success(try read(UnsafeBufferPointer(rebasing: buffer[..<count])))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    private static func isValidBase64URL(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        Base64URL.isValid(UnsafeBufferPointer(rebasing: text))
+    }
+
     public func state(at now: Date) -> TokenState {
         TokenState(expiresAt: expiresAt, at: now)
     }
@@ -160,16 +209,14 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
     // The header and the claims are read member by member (the last of a name counts, as in a dictionary), the
     // members the daemon does not read skipped: no tree of the whole object is made.
 
-    private static func decodeHeader(_ bytes: [UInt8]) throws(StreamJWTError) -> Header {
+    private static func decodeHeader(_ bytes: UnsafeBufferPointer<UInt8>) throws(StreamJWTError) -> Header {
         var algorithm: JSONValue?
         var keyID: JSONValue?
-        let isObject = bytes.withUnsafeBufferPointer { buffer in
-            JSONValue.readObject(buffer) { name, value throws(JSONSyntaxError) in
-                switch name {
-                case "alg": algorithm = try value.value()
-                case "kid": keyID = try value.value()
-                default: _ = try value.skip()
-                }
+        let isObject = JSONValue.readObject(bytes) { name, value throws(JSONSyntaxError) in
+            switch name {
+            case "alg": algorithm = try value.value()
+            case "kid": keyID = try value.value()
+            default: _ = try value.skip()
             }
         }
         guard isObject else { throw .headerNotJSONObject }
@@ -181,16 +228,14 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    private static func decodeClaims(_ bytes: [UInt8]) throws(StreamJWTError) -> Claims {
+    private static func decodeClaims(_ bytes: UnsafeBufferPointer<UInt8>) throws(StreamJWTError) -> Claims {
         var exp: JSONValue?
         var ids: [String: String]??
-        let isObject = bytes.withUnsafeBufferPointer { buffer in
-            JSONValue.readObject(buffer) { name, value throws(JSONSyntaxError) in
-                switch name {
-                case "exp": exp = try value.value()
-                case "ids": ids = .some(try value.stringMap())
-                default: _ = try value.skip()
-                }
+        let isObject = JSONValue.readObject(bytes) { name, value throws(JSONSyntaxError) in
+            switch name {
+            case "exp": exp = try value.value()
+            case "ids": ids = .some(try value.stringMap())
+            default: _ = try value.skip()
             }
         }
         guard isObject else { throw .payloadNotJSONObject }
