@@ -144,6 +144,8 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
         return try outcome.get()
     }
 
+    /// The three parts of the token's bytes, split at the byte `.` as JWS does (RFC 7515 section 7.1), after the
+    /// checks of the whole text.
     private static func parts(of bytes: UnsafeBufferPointer<UInt8>) throws(StreamJWTError) -> Parts {
         let length = bytes.count
         guard length > 0 else { throw .empty }
@@ -193,6 +195,7 @@ public struct StreamJWT: Hashable, Sendable, CustomStringConvertible {
         Base64URL.isValid(UnsafeBufferPointer(rebasing: text))
     }
 
+    /// The token's state at `now` (R17).
     public func state(at now: Date) -> TokenState {
         TokenState(expiresAt: expiresAt, at: now)
     }

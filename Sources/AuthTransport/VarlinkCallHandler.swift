@@ -26,11 +26,11 @@ public struct VarlinkConnectionID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "connection \(rawValue)" }
 }
 
-/// What becomes of a call, decided once, when its turn comes.
 /// A call's work that runs later, in the connection's task: on the loop, in the task's isolation (no hop to
 /// another executor and back).
 public typealias VarlinkWork = nonisolated(nonsending) @Sendable (VarlinkReplies) async -> Void
 
+/// What becomes of a call, decided once, when its turn comes.
 public enum VarlinkDispatch: Sendable {
     /// Answered in the turn that read it: the whole framed reply, or nil for a call that wants none (`oneway`).
     case answered([UInt8]?)

@@ -70,6 +70,7 @@ public struct ConsoleLogHandler: LogHandler {
         line.append(UInt8(ascii: "\n"))
     }
 
+    /// Appends `text`'s UTF-8, each line break as `\n`.
     private static func append(_ text: String, to line: inout [UInt8]) {
         var text = text
         text.withUTF8 { bytes in
@@ -121,6 +122,7 @@ extension Logger.Metadata {
     }
 }
 
+/// The handler's metadata, then the provider's, then the event's: later ones win.
 func mergedMetadata(
     _ handlerMetadata: Logger.Metadata,
     _ provider: Logger.MetadataProvider?,

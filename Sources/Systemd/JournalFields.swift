@@ -40,6 +40,7 @@ public enum JournalFields {
         }
     }
 
+    /// The syslog priority (`PRIORITY=`) of a swift-log level.
     public static func priority(of level: Logger.Level) -> Int {
         switch level {
         case .trace, .debug: 7  // debug

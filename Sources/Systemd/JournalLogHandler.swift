@@ -82,6 +82,7 @@ public struct JournalLogHandler: LogHandler {
         }
     }
 
+    /// The entry of `event`: the handler's own fields, then one per metadata key in the keys' order.
     static func entry(for event: LogEvent, metadata: Logger.Metadata, identifier: String) -> Entry {
         var entry = Entry()
         entry.bytes.reserveCapacity(512)

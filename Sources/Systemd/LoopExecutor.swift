@@ -170,8 +170,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     }
 }
 
-/// A timer of a ``LoopExecutor``'s loop (``LoopExecutor/schedule(after:_:)``). Firing or cancelling it lets its
-/// source and its body go at once, not when the delay would have run out.
 /// The loop's thread as an actor: a task that runs isolated to it runs on the loop, and enters every actor whose
 /// executor is the loop's (the service, its dispatcher) without a hop, as they share one serial executor.
 public actor LoopIsolation {
@@ -182,6 +180,8 @@ public actor LoopIsolation {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 }
 
+/// A timer of a ``LoopExecutor``'s loop (``LoopExecutor/schedule(after:_:)``). Firing or cancelling it lets its
+/// source and its body go at once, not when the delay would have run out.
 public final class LoopTimer: Sendable {
     private let executor: LoopExecutor
     /// The source and the body, touched only on the loop's thread.
