@@ -18,8 +18,9 @@ import Synchronization
 /// global executor, so no libdispatch thread starts.
 ///
 /// Each wake-up runs the jobs queued, then those they queued, for at most ``roundsPerWakeUp`` rounds, then lets
-/// the loop poll: a call's hops from task to actor and back run in one turn, and a task that keeps enqueuing more
-/// work cannot starve the sockets. Work that a handler of the loop queues (a call read from a socket starts its
+/// the loop poll: the jobs a call queues one after another (its task's start, its entry into ``LoopIsolation``)
+/// run in one turn, and tasks that keep enqueuing more work (a flooding user's calls, a job each) cannot starve
+/// the sockets. Work that a handler of the loop queues (a call read from a socket starts its
 /// task) runs when the handler returns, in the same turn, with no wake-up through the descriptor.
 ///
 /// `Task.sleep` does not go through this executor (the runtime's `SchedulingExecutor` sleeps on libdispatch's
@@ -43,8 +44,10 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// The work `runRounds` takes from the queue: the loop's alone.
     private nonisolated(unsafe) var batch: [Work] = []
 
-    /// How many times one wake-up takes the queue again, for what the jobs it ran queued.
-    public static let roundsPerWakeUp = 8
+    /// How many times one wake-up takes the queue again, for what the jobs it ran queued. Four: a call takes two
+    /// in a row, and a connection's further calls one each, so four let a flooding connection run about four
+    /// calls before the loop reads the other sockets.
+    public static let roundsPerWakeUp = 4
 
     /// An executor with an empty queue; its jobs run once it is attached to a loop.
     ///
