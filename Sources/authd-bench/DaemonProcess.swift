@@ -78,6 +78,21 @@ final class DaemonProcess {
         return ContinuousClock.now - started
     }
 
+    /// Waits until the start-up is over, as on a device in use: the bus connection, which comes up on its own after
+    /// `READY=1`, announced in the log (at most 10 s), then a GetToken of each of `groups`, which the daemon
+    /// answers after it handed back the start-up's pages (at the turn after the bus came up), and which maps the
+    /// code of a call.
+    func settle(calling groups: [String]) throws {
+        let announced = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < announced,
+            (try? String(contentsOfFile: logPath, encoding: .utf8))?.contains("Announcing on D-Bus") != true
+        {
+            usleep(10_000)
+        }
+        let client = try UnixStream(connectingTo: socketPath)
+        for group in groups { _ = try client.call(Requests.getToken(group)) }
+    }
+
     /// Whether process `pid` runs: it exists, and `/proc` does not show it a zombie.
     private static func isAlive(_ pid: Int32) -> Bool {
         guard kill(pid, 0) == 0 else { return false }

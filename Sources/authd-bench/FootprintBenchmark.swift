@@ -30,22 +30,9 @@ struct FootprintBenchmark {
         try daemon.start(busAddress: bus.address)
         defer { daemon.stop() }
         // Idle means settled: the daemon's bus connection comes up on its own after READY=1 (its name request and
-        // the bus's answers would count as wake-ups in the window).
-        let announced = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < announced,
-            (try? String(contentsOfFile: daemon.logPath, encoding: .utf8))?.contains("Announcing on D-Bus") != true
-        {
-            usleep(10_000)
-        }
-        // Then a few calls, so the daemon's paths for them are mapped, as on a device in use (the daemon hands
-        // back the start-up's pages once the bus came up).
-        do {
-            let client = try UnixStream(connectingTo: daemon.socketPath)
-            for group in ["g000000", "g000001", "g000002"] {
-                try client.call(
-                    Array(#"{"method":"com.exponea.Auth.GetToken","parameters":{"group":"\#(group)"}}"#.utf8) + [0])
-            }
-        }
+        // the bus's answers would count as wake-ups in the window); a few calls then map the daemon's paths for
+        // them, as on a device in use.
+        try daemon.settle(calling: ["g000000", "g000001", "g000002"])
         let agentFolder = try settings.scratch.folder("footprint-agent")
         let agent = Process()
         agent.executableURL = URL(fileURLWithPath: "/usr/bin/ssh-agent")

@@ -4,8 +4,8 @@ import AuthStore
 import Foundation
 
 /// 100,000 app groups with tokens: how long the daemon takes to load them and arm every timer (to
-/// `READY=1`), its memory, and how late the expiry timers fire, seen as `JwtError` (expiredSoon) signals at a
-/// D-Bus monitor, in two patterns:
+/// `READY=1`), its memory once the start-up is over, and how late the expiry timers fire, seen as `JwtError`
+/// (expiredSoon) signals at a D-Bus monitor, in two patterns:
 ///
 /// - 10,000 deadlines spread evenly over 20 s (`exp` with a fraction of a second, as RFC 7519 allows): the
 ///   timer's accuracy, one signal at a time (the goal);
@@ -51,6 +51,8 @@ struct ScaleBenchmark {
         startups.append(try daemon.start(busAddress: bus.address))
         let ready = wallClockSeconds()
         defer { daemon.stop() }
+        // The memory it holds once the start-up is over, not at READY=1: the start-up hands its pages back after.
+        try daemon.settle(calling: ["g000000"])
         let memory = daemon.memory
         startups.sort()
         let startup = startups[startups.count / 2]
@@ -64,7 +66,7 @@ struct ScaleBenchmark {
                 value: Self.ms(startup) + spreadText, goal: "< 1 s", met: startup < .seconds(1)))
         report.add(
             .init(
-                measure: "Memory with \(groups) groups, RSS (peak)",
+                measure: "Memory with \(groups) groups once the start-up is over, RSS (peak during it)",
                 value: String(format: "%.1f MiB (%.1f)", Double(memory.resident) / 1024, Double(memory.peak) / 1024),
                 goal: "< 64 MiB", met: memory.resident < 64 * 1024))
 
