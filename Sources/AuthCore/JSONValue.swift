@@ -292,6 +292,17 @@ package struct JSONValueReader {
 }
 
 /// The recursive-descent parser behind ``JSONValue``, over a buffer the caller keeps alive.
+/// A string's text, read where a hand-written reader of one message's shape needs it (`PlainCall`).
+package enum JSONPlainString {
+    /// The index of the closing quote of the string whose text starts at `start` (past its opening quote), when the
+    /// text is ASCII with no escape and no control character: as the JSON reader scans it, eight bytes at a time.
+    package static func end(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        var parser = JSONParser(bytes: bytes, keepingNumbersOutOfRange: false, index: start)
+        guard parser.scanRun(), parser.current == UInt8(ascii: "\"") else { return nil }
+        return parser.index
+    }
+}
+
 private struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     let keepingNumbersOutOfRange: Bool

@@ -22,19 +22,19 @@ public struct VarlinkCall: Sendable {
     /// The method's name: where it lies in the message, or the name itself when it was written with escapes.
     @usableFromInline let methodName: MethodName
     /// Where the `parameters` value lies in the message; nil when the call has none, or null.
-    private let parameterBytes: Range<Int>?
+    let parameterBytes: Range<Int>?
     /// The parameters' members, when there are one or two and each name and value is a string with no escape
     /// (GetToken's group; SetToken's group and token): where they lie in the message. ``stringParameter(_:)`` and
     /// ``stringParameters(_:_:)`` read them without parsing the parameters again.
-    private let plainStrings: PlainStrings?
+    let plainStrings: PlainStrings?
 
-    private typealias PlainMember = (name: Range<Int>, value: Range<Int>)
-    private struct PlainStrings {
+    typealias PlainMember = (name: Range<Int>, value: Range<Int>)
+    struct PlainStrings {
         var first: PlainMember
         var second: PlainMember?
     }
 
-    @usableFromInline enum MethodName: Sendable {
+    @usableFromInline enum MethodName: Sendable, Equatable {
         case bytes(Range<Int>)
         case string(String)
     }
@@ -44,6 +44,30 @@ public struct VarlinkCall: Sendable {
     /// - Throws: ``VarlinkCallError`` when the message is not a JSON object with a `method` string, or a flag
     ///   is not a boolean.
     public init(decoding message: [UInt8]) throws(VarlinkCallError) {
+        if let plain = message.withUnsafeBufferPointer(PlainCall.init) {
+            self.init(
+                message, .bytes(plain.method), oneway: false, more: false, upgrade: false,
+                parameters: plain.parameters, plainStrings: plain.lone)
+        } else {
+            try self.init(decodingAnyShape: message)
+        }
+    }
+
+    private init(
+        _ message: [UInt8], _ method: MethodName, oneway: Bool, more: Bool, upgrade: Bool, parameters: Range<Int>?,
+        plainStrings: PlainStrings?
+    ) {
+        self.message = message
+        self.methodName = method
+        self.oneway = oneway
+        self.more = more
+        self.upgrade = upgrade
+        self.parameterBytes = parameters
+        self.plainStrings = plainStrings
+    }
+
+    /// Reads a call of any shape, as ``init(decoding:)`` does for one that is not a ``PlainCall``.
+    init(decodingAnyShape message: [UInt8]) throws(VarlinkCallError) {
         // Read member by member, making no value of the method's name or the parameters: a GetToken answered at
         // once on the loop spent most of its own time making them, and taking them apart again.
         // A number beyond the range of a double is kept, so that the parameter holding it is named (see
@@ -82,13 +106,9 @@ public struct VarlinkCall: Sendable {
             default: throw .notACall
             }
         }
-        self.message = message
-        self.methodName = method
-        self.oneway = try flag(oneway)
-        self.more = try flag(more)
-        self.upgrade = try flag(upgrade)
-        self.parameterBytes = parameters
-        self.plainStrings = lone
+        self.init(
+            message, method, oneway: try flag(oneway), more: try flag(more), upgrade: try flag(upgrade),
+            parameters: parameters, plainStrings: lone)
     }
 
     /// Where the parameters lie in `message` (nil for null), and their lone member when it and its value are
