@@ -160,8 +160,9 @@ struct VarlinkConnectionStateMachine {
     /// The bytes queued and not yet sent.
     var unsentByteCount: Int { output.count - written }
 
-    /// Calls `body` with the bytes queued and not yet sent.
-    func withUnsentBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+    /// Calls `body` with the bytes queued and not yet sent. `mutating`, though it changes nothing: the connection
+    /// calls it on its stored state, which a non-mutating call would copy first.
+    mutating func withUnsentBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         output.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[written...])) }
     }
 
