@@ -138,7 +138,7 @@ public actor AuthService {
     /// closure context onLoop's closure needs on each call (GetToken is the hottest call): a function that
     /// captures nothing, cast as onLoop casts.
     nonisolated func getTokenReplyOnLoop(
-        for group: AppGroup, encode: @escaping (StreamJWT?, UInt64) throws -> [UInt8]
+        for group: AppGroup, encode: (StreamJWT?, UInt64) throws -> [UInt8]
     ) throws -> [UInt8] {
         executor.checkIsolated()
         typealias Encode = (StreamJWT?, UInt64) throws -> [UInt8]
